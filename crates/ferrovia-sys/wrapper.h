@@ -1,0 +1,6 @@
+/* Headers ferrovia-sys binds. bindgen reads this file; the generated C
+ * wrappers for static-inline functions #include it too. */
+#include <infiniband/verbs.h>
+#ifdef FERROVIA_SYS_RDMACM
+#include <rdma/rdma_cma.h>
+#endif

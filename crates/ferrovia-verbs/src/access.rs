@@ -1,0 +1,76 @@
+//! Memory and QP access flags.
+
+use std::ops::{BitOr, BitOrAssign};
+
+use ferrovia_sys as sys;
+
+/// Access rights of a memory region (`enum ibv_access_flags`).
+///
+/// Local read is always granted. Remote rights let any peer holding the
+/// rkey touch the memory: grant them only where needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AccessFlags(u32);
+
+impl AccessFlags {
+    /// No rights beyond local read (gather/send only).
+    pub const NONE: AccessFlags = AccessFlags(0);
+    /// The NIC may write the memory locally (receives, read responses).
+    pub const LOCAL_WRITE: AccessFlags =
+        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
+    /// Peers may RDMA-write the memory.
+    pub const REMOTE_WRITE: AccessFlags =
+        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
+    /// Peers may RDMA-read the memory.
+    pub const REMOTE_READ: AccessFlags =
+        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
+    /// Peers may run atomics on the memory.
+    pub const REMOTE_ATOMIC: AccessFlags =
+        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0);
+    /// Local write plus remote read, write and atomics.
+    pub const ALL_REMOTE: AccessFlags = AccessFlags(
+        Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
+    );
+
+    /// The raw bit mask.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every right in `other` is granted.
+    pub fn contains(self, other: AccessFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether any remote right is granted.
+    pub fn grants_remote(self) -> bool {
+        self.0 & (Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0) != 0
+    }
+}
+
+impl BitOr for AccessFlags {
+    type Output = AccessFlags;
+    fn bitor(self, rhs: AccessFlags) -> AccessFlags {
+        AccessFlags(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for AccessFlags {
+    fn bitor_assign(&mut self, rhs: AccessFlags) {
+        self.0 |= rhs.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_combine() {
+        let f = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ;
+        assert!(f.contains(AccessFlags::LOCAL_WRITE));
+        assert!(!f.contains(AccessFlags::REMOTE_WRITE));
+        assert!(f.grants_remote());
+        assert!(!AccessFlags::LOCAL_WRITE.grants_remote());
+        assert!(AccessFlags::ALL_REMOTE.contains(f));
+    }
+}

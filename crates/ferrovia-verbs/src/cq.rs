@@ -1,0 +1,229 @@
+//! Completion queues, polled in batches, with an optional blocking wait.
+
+use std::ptr::{NonNull, null_mut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrovia_sys as sys;
+
+use crate::completion::WorkCompletion;
+use crate::context::{Context, ContextInner};
+use crate::error::{Result, VerbsError, check, last_errno, null_error};
+
+/// A completion queue (`struct ibv_cq`). Cheap to clone.
+///
+/// Created with [`CompletionQueue::with_channel`] it also owns a completion
+/// channel and offers [`CompletionQueue::wait`], which sleeps on the
+/// channel's fd instead of spinning.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+pub(crate) struct CqInner {
+    pub(crate) cq: NonNull<sys::ibv_cq>,
+    channel: Option<NonNull<sys::ibv_comp_channel>>,
+    capacity: u32,
+    _ctx: Arc<ContextInner>,
+}
+
+// SAFETY: ibv_poll_cq and friends are thread-safe (provider CQ lock).
+unsafe impl Send for CqInner {}
+// SAFETY: as above.
+unsafe impl Sync for CqInner {}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        // SAFETY: QPs hold an Arc to this CQ, so none uses it any more; every
+        // event taken was acknowledged at once in `wait`.
+        unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
+        if let Some(ch) = self.channel {
+            // SAFETY: its only CQ was destroyed just above.
+            unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+        }
+    }
+}
+
+impl CompletionQueue {
+    /// Creates a CQ of at least `depth` entries, for polling only.
+    pub fn new(ctx: &Context, depth: u32) -> Result<CompletionQueue> {
+        Self::create(ctx, depth, false)
+    }
+
+    /// Creates a CQ of at least `depth` entries with its own completion
+    /// channel, so [`CompletionQueue::wait`] can sleep.
+    pub fn with_channel(ctx: &Context, depth: u32) -> Result<CompletionQueue> {
+        Self::create(ctx, depth, true)
+    }
+
+    fn create(ctx: &Context, depth: u32, with_channel: bool) -> Result<CompletionQueue> {
+        let cqe = i32::try_from(depth)
+            .ok()
+            .filter(|&d| d > 0)
+            .ok_or_else(|| {
+                VerbsError::InvalidArgument(format!("CQ depth {depth} must be in 1..=i32::MAX"))
+            })?;
+        let channel = if with_channel {
+            // SAFETY: valid context.
+            let ch = unsafe { sys::ibv_create_comp_channel(ctx.as_raw()) };
+            let ch = NonNull::new(ch).ok_or_else(|| null_error("ibv_create_comp_channel"))?;
+            // The fd is made non-blocking so a spurious readiness never
+            // blocks ibv_get_cq_event past the caller's deadline.
+            // SAFETY: `ch` is live; fcntl on its fd is harmless.
+            let fd = unsafe { ch.as_ref().fd };
+            // SAFETY: plain fcntl on an fd we own.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            // SAFETY: as above.
+            if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
+            {
+                let err = null_error("fcntl(O_NONBLOCK) on the completion channel");
+                // SAFETY: created above, no CQ attached yet.
+                unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+                return Err(err);
+            }
+            Some(ch)
+        } else {
+            None
+        };
+        // SAFETY: valid context; the channel (if any) is live.
+        let cq = unsafe {
+            sys::ibv_create_cq(
+                ctx.as_raw(),
+                cqe,
+                null_mut(),
+                channel.map_or(null_mut(), |c| c.as_ptr()),
+                0,
+            )
+        };
+        let Some(cq) = NonNull::new(cq) else {
+            let err = null_error("ibv_create_cq");
+            if let Some(ch) = channel {
+                // SAFETY: no CQ uses it.
+                unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+            }
+            return Err(err);
+        };
+        // SAFETY: live CQ; the driver may round the size up.
+        let capacity = u32::try_from(unsafe { cq.as_ref().cqe }).unwrap_or(depth);
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                cq,
+                channel,
+                capacity,
+                _ctx: ctx.inner.clone(),
+            }),
+        })
+    }
+
+    /// The number of entries the CQ holds (at least the depth asked for).
+    pub fn capacity(&self) -> u32 {
+        self.inner.capacity
+    }
+
+    /// The raw CQ, for `ferrovia-sys` calls.
+    pub fn as_raw(&self) -> *mut sys::ibv_cq {
+        self.inner.cq.as_ptr()
+    }
+
+    /// Polls up to `out.len()` completions into `out` with one
+    /// `ibv_poll_cq`; returns how many were written. Never blocks.
+    #[inline]
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
+        // SAFETY: WorkCompletion is repr(transparent) over ibv_wc, and `out`
+        // has room for `n` of them.
+        let got = unsafe { sys::ibv_poll_cq(self.as_raw(), n, out.as_mut_ptr().cast()) };
+        usize::try_from(got).map_err(|_| VerbsError::Verb {
+            verb: "ibv_poll_cq",
+            errno: last_errno().unwrap_or(libc::EIO),
+        })
+    }
+
+    /// Waits until at least one completion is available, then polls a batch
+    /// into `out`. Sleeps on the completion channel; returns
+    /// [`VerbsError::Timeout`] when nothing arrives within `timeout`.
+    ///
+    /// The CQ is armed and then polled again before sleeping, so a
+    /// completion that arrives between the first poll and the arming is
+    /// never missed.
+    pub fn wait(&self, out: &mut [WorkCompletion], timeout: Duration) -> Result<usize> {
+        let Some(ch) = self.inner.channel else {
+            return Err(VerbsError::InvalidArgument(
+                "wait() needs a CQ created with CompletionQueue::with_channel".into(),
+            ));
+        };
+        if out.is_empty() {
+            return Err(VerbsError::InvalidArgument(
+                "wait() needs room for at least one completion".into(),
+            ));
+        }
+        let start = Instant::now();
+        loop {
+            let n = self.poll(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            // SAFETY: live CQ with a channel.
+            check("ibv_req_notify_cq", unsafe {
+                sys::ibv_req_notify_cq(self.as_raw(), 0)
+            })?;
+            let n = self.poll(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(VerbsError::Timeout {
+                    what: "waiting for a completion",
+                    after: elapsed,
+                });
+            }
+            // SAFETY: `ch` is live while this CQ is.
+            let fd = unsafe { ch.as_ref().fd };
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let left = timeout - elapsed;
+            // Round up so we never wake just before the deadline and spin.
+            let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if r < 0 {
+                match last_errno() {
+                    Some(libc::EINTR) => continue,
+                    e => {
+                        return Err(VerbsError::Verb {
+                            verb: "poll(completion channel)",
+                            errno: e.unwrap_or(libc::EIO),
+                        });
+                    }
+                }
+            }
+            if r == 0 {
+                continue; // deadline check at the top of the loop
+            }
+            let mut ev_cq = null_mut();
+            let mut ev_ctx = null_mut();
+            // SAFETY: live channel; the fd is non-blocking so this returns
+            // EAGAIN instead of sleeping if another waiter took the event.
+            let got = unsafe { sys::ibv_get_cq_event(ch.as_ptr(), &mut ev_cq, &mut ev_ctx) };
+            if got == 0 {
+                // SAFETY: one event was taken for ev_cq (our only CQ).
+                unsafe { sys::ibv_ack_cq_events(ev_cq, 1) };
+            } else if last_errno() != Some(libc::EAGAIN) {
+                return Err(null_error("ibv_get_cq_event"));
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("capacity", &self.inner.capacity)
+            .field("channel", &self.inner.channel.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,62 @@
+//! Safe verbs objects for ferrovia.
+//!
+//! RAII wrappers over libibverbs in which children keep their parents alive:
+//! a [`QueuePair`] holds its [`ProtectionDomain`] and
+//! [`CompletionQueue`]s, which hold the [`Context`], so dropping in any
+//! order is sound. Everything that can fail returns a typed
+//! [`VerbsError`] naming the verb and its errno, or a
+//! [`CompletionError`] naming the work-completion status with its class
+//! and a hint.
+//!
+//! What is still `unsafe` here is posting work ([`QueuePair::post_send`],
+//! [`QueuePair::post_recv`]) and raw registration
+//! ([`MemoryRegion::register`]): the device reads and writes the memory
+//! asynchronously, which only the layers above (`ferrovia-mr`,
+//! `ferrovia-channel`) can tie to Rust lifetimes.
+//!
+//! ```no_run
+//! use ferrovia_verbs::{CompletionQueue, Context, ProtectionDomain, QueuePair, ConnectOptions};
+//!
+//! # fn main() -> Result<(), ferrovia_verbs::VerbsError> {
+//! let ctx = Context::open_default()?;
+//! let pd = ProtectionDomain::new(&ctx)?;
+//! let cq = CompletionQueue::with_channel(&ctx, 256)?;
+//! let qp = QueuePair::builder(&pd, &cq, &cq).build()?;
+//! let ours = qp.endpoint(); // send this to the peer, receive theirs
+//! # let theirs = ours;
+//! qp.connect(&theirs, &ConnectOptions::default())?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod access;
+mod completion;
+mod connect;
+mod context;
+mod cq;
+mod device;
+mod endpoint;
+mod error;
+mod gid;
+mod mr;
+mod pd;
+mod port;
+mod qp;
+mod wc_status;
+mod wr;
+
+pub use access::AccessFlags;
+pub use completion::{WcOpcode, WorkCompletion};
+pub use connect::ConnectOptions;
+pub use context::{Context, DeviceAttributes};
+pub use cq::CompletionQueue;
+pub use device::{DeviceInfo, devices};
+pub use endpoint::Endpoint;
+pub use error::{CompletionError, Result, VerbsError};
+pub use gid::{Gid, GidEntry, GidType, pick_gid};
+pub use mr::MemoryRegion;
+pub use pd::ProtectionDomain;
+pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
+pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};
+pub use wc_status::{WcClass, WcStatus};
+pub use wr::{RecvWr, SendWr, Sge, link_recv, link_send};

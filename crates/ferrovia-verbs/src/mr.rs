@@ -1,0 +1,166 @@
+//! Raw memory regions (`ibv_reg_mr`), deregistered on drop.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use ferrovia_sys as sys;
+
+use crate::access::AccessFlags;
+use crate::error::{Result, VerbsError, null_error};
+use crate::pd::{PdInner, ProtectionDomain};
+
+/// A registered memory region (`struct ibv_mr`).
+///
+/// This is the raw registration: it does not own or borrow the memory, so
+/// creating one is `unsafe`. `ferrovia-mr` builds owned and borrowed
+/// registrations on top of it.
+pub struct MemoryRegion {
+    mr: NonNull<sys::ibv_mr>,
+    addr: usize,
+    len: usize,
+    iova: u64,
+    access: AccessFlags,
+    _pd: Arc<PdInner>,
+}
+
+// SAFETY: an ibv_mr is immutable after registration; deregistration happens
+// once, in Drop.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: as above.
+unsafe impl Sync for MemoryRegion {}
+
+impl MemoryRegion {
+    /// Registers `len` bytes at `addr`; the RDMA address equals `addr`.
+    ///
+    /// # Safety
+    /// The memory `addr..addr+len` must stay allocated (not freed or
+    /// unmapped) for as long as the returned region exists and any work
+    /// request using it may still be executed by the device, and nothing may
+    /// read or write it in ways that race with DMA the caller posts.
+    pub unsafe fn register(
+        pd: &ProtectionDomain,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        Self::check_len(len)?;
+        // SAFETY: forwarded to the caller's contract.
+        let mr = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
+        Self::finish(
+            pd,
+            mr,
+            "ibv_reg_mr",
+            addr as usize,
+            len,
+            addr as u64,
+            access,
+        )
+    }
+
+    /// Registers `len` bytes at `addr` with RDMA address `iova` (a
+    /// zero-based registration when `iova` is 0): peers address byte `i` of
+    /// the region as `iova + i`.
+    ///
+    /// # Safety
+    /// As for [`MemoryRegion::register`].
+    pub unsafe fn register_iova(
+        pd: &ProtectionDomain,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        Self::check_len(len)?;
+        // SAFETY: forwarded to the caller's contract.
+        let mr = unsafe {
+            sys::ibv_reg_mr_iova(pd.as_raw(), addr.cast(), len, iova, access.bits() as i32)
+        };
+        Self::finish(pd, mr, "ibv_reg_mr_iova", addr as usize, len, iova, access)
+    }
+
+    fn check_len(len: usize) -> Result<()> {
+        if len == 0 {
+            return Err(VerbsError::InvalidArgument(
+                "cannot register a zero-length memory region".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn finish(
+        pd: &ProtectionDomain,
+        mr: *mut sys::ibv_mr,
+        verb: &'static str,
+        addr: usize,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        let mr = NonNull::new(mr).ok_or_else(|| null_error(verb))?;
+        Ok(MemoryRegion {
+            mr,
+            addr,
+            len,
+            iova,
+            access,
+            _pd: pd.inner.clone(),
+        })
+    }
+
+    /// Local key, for SGEs.
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: the MR is live until Drop.
+        unsafe { self.mr.as_ref().lkey }
+    }
+
+    /// Remote key, for peers' RDMA reads and writes.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: the MR is live until Drop.
+        unsafe { self.mr.as_ref().rkey }
+    }
+
+    /// Virtual address of the first registered byte.
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// Registered length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: zero-length registrations are refused.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// RDMA address of the first byte (differs from `addr` for
+    /// zero-based registrations).
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// The access rights it was registered with.
+    pub fn access(&self) -> AccessFlags {
+        self.access
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: registered in a constructor, deregistered once here.
+        unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
+    }
+}
+
+impl std::fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .field("iova", &format_args!("{:#x}", self.iova))
+            .field("lkey", &self.lkey())
+            .field("rkey", &self.rkey())
+            .finish()
+    }
+}

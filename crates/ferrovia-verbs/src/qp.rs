@@ -1,0 +1,356 @@
+//! Reliable-connected queue pairs: creation, posting, state.
+
+use std::ptr::{NonNull, null_mut};
+use std::sync::Arc;
+
+use ferrovia_sys as sys;
+
+use crate::cq::{CompletionQueue, CqInner};
+use crate::endpoint::Endpoint;
+use crate::error::{Result, VerbsError, check, null_error};
+use crate::gid::GidEntry;
+use crate::pd::{PdInner, ProtectionDomain};
+use crate::port::{LinkLayer, PortAttributes};
+use crate::wr::{RecvWr, SendWr};
+
+/// Queue sizes of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Outstanding send-queue requests.
+    pub max_send_wr: u32,
+    /// Outstanding receive-queue requests.
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Largest inline payload in bytes.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps {
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        }
+    }
+}
+
+/// The state of a QP (`enum ibv_qp_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QpState {
+    /// Just created.
+    Reset,
+    /// Initialised: receives may be posted.
+    Init,
+    /// Ready to receive.
+    ReadyToReceive,
+    /// Ready to send: connected.
+    ReadyToSend,
+    /// Send queue drained.
+    SendQueueDrained,
+    /// Send queue error.
+    SendQueueError,
+    /// Error: every request is flushed.
+    Error,
+    /// Any other value.
+    Other(u32),
+}
+
+impl QpState {
+    fn from_raw(v: u32) -> Self {
+        match v {
+            0 => QpState::Reset,
+            1 => QpState::Init,
+            2 => QpState::ReadyToReceive,
+            3 => QpState::ReadyToSend,
+            4 => QpState::SendQueueDrained,
+            5 => QpState::SendQueueError,
+            6 => QpState::Error,
+            o => QpState::Other(o),
+        }
+    }
+}
+
+/// Builds an RC [`QueuePair`].
+#[derive(Debug)]
+pub struct QueuePairBuilder<'a> {
+    pd: &'a ProtectionDomain,
+    send_cq: &'a CompletionQueue,
+    recv_cq: &'a CompletionQueue,
+    caps: QpCaps,
+    port: Option<u8>,
+}
+
+impl<'a> QueuePairBuilder<'a> {
+    /// Queue sizes (default: [`QpCaps::default`]).
+    pub fn caps(mut self, caps: QpCaps) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// The port to use (default: the first active port).
+    pub fn port(mut self, port: u8) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Creates the QP (in the RESET state) and picks its GID.
+    pub fn build(self) -> Result<QueuePair> {
+        let ctx = self.pd.context();
+        let port_attr = match self.port {
+            Some(p) => ctx.query_port(p)?,
+            None => ctx.active_port()?,
+        };
+        // RoCE needs a GID for every packet; on InfiniBand it is optional
+        // (LID routing), so a missing one is only an error on Ethernet.
+        let gid = match ctx.pick_gid(port_attr.port) {
+            Ok(g) => Some(g),
+            Err(e) if port_attr.link_layer == LinkLayer::Ethernet => return Err(e),
+            Err(_) => None,
+        };
+        let mut init = sys::ibv_qp_init_attr {
+            send_cq: self.send_cq.as_raw(),
+            recv_cq: self.recv_cq.as_raw(),
+            cap: sys::ibv_qp_cap {
+                max_send_wr: self.caps.max_send_wr,
+                max_recv_wr: self.caps.max_recv_wr,
+                max_send_sge: self.caps.max_send_sge,
+                max_recv_sge: self.caps.max_recv_sge,
+                max_inline_data: self.caps.max_inline_data,
+            },
+            qp_type: sys::IBV_QPT_RC,
+            sq_sig_all: 0,
+            ..Default::default()
+        };
+        // SAFETY: valid PD and CQs (kept alive by the QP below).
+        let qp = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut init) };
+        let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
+        // ibv_create_qp writes back the sizes actually granted.
+        let caps = QpCaps {
+            max_send_wr: init.cap.max_send_wr,
+            max_recv_wr: init.cap.max_recv_wr,
+            max_send_sge: init.cap.max_send_sge,
+            max_recv_sge: init.cap.max_recv_sge,
+            max_inline_data: init.cap.max_inline_data,
+        };
+        Ok(QueuePair {
+            qp,
+            caps,
+            port: port_attr,
+            gid,
+            psn: initial_psn(qp.as_ptr() as usize),
+            pd: self.pd.inner.clone(),
+            _send_cq: self.send_cq.inner.clone(),
+            _recv_cq: self.recv_cq.inner.clone(),
+        })
+    }
+}
+
+/// A 24-bit starting PSN that differs between QPs and runs.
+fn initial_psn(salt: usize) -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(salt);
+    (h.finish() as u32) & 0x00ff_ffff
+}
+
+/// A reliable-connected queue pair (`struct ibv_qp`, `IBV_QPT_RC`).
+pub struct QueuePair {
+    qp: NonNull<sys::ibv_qp>,
+    caps: QpCaps,
+    port: PortAttributes,
+    gid: Option<GidEntry>,
+    psn: u32,
+    pub(crate) pd: Arc<PdInner>,
+    _send_cq: Arc<CqInner>,
+    _recv_cq: Arc<CqInner>,
+}
+
+// SAFETY: posting and modifying QPs is thread-safe in libibverbs.
+unsafe impl Send for QueuePair {}
+// SAFETY: as above.
+unsafe impl Sync for QueuePair {}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // SAFETY: created in build(), destroyed once. CQs and PD outlive it.
+        unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
+    }
+}
+
+impl QueuePair {
+    /// Starts building an RC QP on `pd` whose completions go to the CQs.
+    pub fn builder<'a>(
+        pd: &'a ProtectionDomain,
+        send_cq: &'a CompletionQueue,
+        recv_cq: &'a CompletionQueue,
+    ) -> QueuePairBuilder<'a> {
+        QueuePairBuilder {
+            pd,
+            send_cq,
+            recv_cq,
+            caps: QpCaps::default(),
+            port: None,
+        }
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: live QP.
+        unsafe { self.qp.as_ref().qp_num }
+    }
+
+    /// The queue sizes the device granted.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// The port the QP uses (as queried at creation).
+    pub fn port(&self) -> &PortAttributes {
+        &self.port
+    }
+
+    /// The local GID the QP routes with, if any.
+    pub fn gid(&self) -> Option<&GidEntry> {
+        self.gid.as_ref()
+    }
+
+    /// What a peer needs to connect to this QP.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            qpn: self.qp_num(),
+            psn: self.psn,
+            lid: self.port.lid,
+            gid: self.gid.map(|g| g.gid).unwrap_or_default(),
+            port: self.port.port,
+            mtu: self.port.active_mtu,
+        }
+    }
+
+    /// The raw QP, for `ferrovia-sys` calls.
+    pub fn as_raw(&self) -> *mut sys::ibv_qp {
+        self.qp.as_ptr()
+    }
+
+    /// The protection domain the QP was created in.
+    pub fn pd(&self) -> ProtectionDomain {
+        ProtectionDomain {
+            inner: self.pd.clone(),
+        }
+    }
+
+    pub(crate) fn local_psn(&self) -> u32 {
+        self.psn
+    }
+
+    pub(crate) fn modify(
+        &self,
+        attr: &mut sys::ibv_qp_attr,
+        mask: u32,
+        verb: &'static str,
+    ) -> Result<()> {
+        // SAFETY: live QP; `attr` is valid for the fields in `mask`.
+        check(verb, unsafe {
+            sys::ibv_modify_qp(self.as_raw(), attr, mask as i32)
+        })
+    }
+
+    /// The current state, from `ibv_query_qp`.
+    pub fn state(&self) -> Result<QpState> {
+        let mut attr = sys::ibv_qp_attr::default();
+        let mut init = sys::ibv_qp_init_attr::default();
+        let mask = sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32;
+        // SAFETY: live QP and valid out-pointers.
+        check("ibv_query_qp", unsafe {
+            sys::ibv_query_qp(self.as_raw(), &mut attr, mask, &mut init)
+        })?;
+        Ok(QpState::from_raw(attr.qp_state.0))
+    }
+
+    /// Moves the QP to the error state: every outstanding request completes
+    /// with `IBV_WC_WR_FLUSH_ERR` and the device stops touching their
+    /// buffers.
+    pub fn to_error(&self) -> Result<()> {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::ibv_qp_state::IBV_QPS_ERR,
+            ..Default::default()
+        };
+        self.modify(
+            &mut attr,
+            sys::ibv_qp_attr_mask::IBV_QP_STATE.0,
+            "ibv_modify_qp(ERR)",
+        )
+    }
+
+    /// Posts a send-queue request (or a list linked with
+    /// [`link_send`](crate::link_send)) with one doorbell.
+    ///
+    /// # Safety
+    /// Every SGE must describe memory registered in this QP's PD with the
+    /// lkey given, which stays allocated and is not accessed in a way that
+    /// races with the device until the request (or, if unsignalled, a later
+    /// signalled one) has completed or been flushed. Remote addresses and
+    /// keys are checked by the peer's NIC, not here.
+    pub unsafe fn post_send(&self, wr: &mut SendWr<'_>) -> Result<()> {
+        let mut bad = null_mut();
+        // SAFETY: forwarded to the caller's contract; `wr` is a valid list.
+        let ret = unsafe { sys::ibv_post_send(self.as_raw(), wr.as_raw(), &mut bad) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let bad_wr_id = if bad.is_null() {
+            wr.wr_id()
+        } else {
+            // SAFETY: on failure `bad` points into the caller's list.
+            unsafe { (*bad).wr_id }
+        };
+        Err(VerbsError::Post {
+            verb: "ibv_post_send",
+            errno: ret,
+            bad_wr_id,
+        })
+    }
+
+    /// Posts a receive request (or a linked list of them) with one
+    /// doorbell.
+    ///
+    /// # Safety
+    /// Every SGE must describe memory registered in this QP's PD with
+    /// `LOCAL_WRITE`, which stays allocated and is neither read nor written
+    /// by the program until the receive has completed or been flushed.
+    pub unsafe fn post_recv(&self, wr: &mut RecvWr<'_>) -> Result<()> {
+        let mut bad = null_mut();
+        // SAFETY: forwarded to the caller's contract; `wr` is a valid list.
+        let ret = unsafe { sys::ibv_post_recv(self.as_raw(), wr.as_raw(), &mut bad) };
+        if ret == 0 {
+            return Ok(());
+        }
+        let bad_wr_id = if bad.is_null() {
+            wr.wr_id()
+        } else {
+            // SAFETY: on failure `bad` points into the caller's list.
+            unsafe { (*bad).wr_id }
+        };
+        Err(VerbsError::Post {
+            verb: "ibv_post_recv",
+            errno: ret,
+            bad_wr_id,
+        })
+    }
+}
+
+impl std::fmt::Debug for QueuePair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuePair")
+            .field("qp_num", &self.qp_num())
+            .field("port", &self.port.port)
+            .field("caps", &self.caps)
+            .finish()
+    }
+}

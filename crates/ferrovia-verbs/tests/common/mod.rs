@@ -1,0 +1,114 @@
+//! Shared set-up of the device tests: two RC QPs on one device, connected
+//! to each other, and registered buffers.
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use ferrovia_verbs::{
+    AccessFlags, CompletionQueue, ConnectOptions, Context, MemoryRegion, ProtectionDomain, QpCaps,
+    QueuePair, WorkCompletion,
+};
+
+/// Generous: everything runs under TCG emulation in the VM.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Opens the test device; a device test that finds none fails.
+pub fn device() -> Context {
+    Context::open_default()
+        .unwrap_or_else(|e| panic!("device test found no usable RDMA device: {e}"))
+}
+
+/// A heap buffer with its registration. Field order: the MR is
+/// deregistered before the buffer is freed.
+pub struct Buf {
+    pub mr: MemoryRegion,
+    pub data: Vec<u8>,
+}
+
+impl Buf {
+    pub fn new(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Buf {
+        let mut data = vec![0u8; len];
+        // SAFETY: `data` is heap memory owned by the same struct as the MR
+        // and dropped after it; the tests only touch it between completions.
+        let mr = unsafe { MemoryRegion::register(pd, data.as_mut_ptr(), len, access) }
+            .expect("ibv_reg_mr");
+        Buf { mr, data }
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.data.as_ptr() as u64
+    }
+
+    pub fn sge(&self, offset: usize, len: usize) -> ferrovia_verbs::Sge {
+        ferrovia_verbs::Sge::new(self.addr() + offset as u64, len as u32, self.mr.lkey())
+    }
+}
+
+/// Two connected QPs `a` and `b` on the same device, each with its own CQ.
+pub struct Pair {
+    pub ctx: Context,
+    pub pd: ProtectionDomain,
+    pub cq_a: CompletionQueue,
+    pub cq_b: CompletionQueue,
+    pub a: QueuePair,
+    pub b: QueuePair,
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Self::with_options(&ConnectOptions::default())
+    }
+
+    pub fn with_options(opts: &ConnectOptions) -> Pair {
+        let ctx = device();
+        let pd = ProtectionDomain::new(&ctx).expect("ibv_alloc_pd");
+        let cq_a = CompletionQueue::with_channel(&ctx, 512).expect("create cq a");
+        let cq_b = CompletionQueue::with_channel(&ctx, 512).expect("create cq b");
+        let caps = QpCaps::default();
+        let a = QueuePair::builder(&pd, &cq_a, &cq_a)
+            .caps(caps)
+            .build()
+            .expect("create qp a");
+        let b = QueuePair::builder(&pd, &cq_b, &cq_b)
+            .caps(caps)
+            .build()
+            .expect("create qp b");
+        a.connect(&b.endpoint(), opts).expect("connect a to b");
+        b.connect(&a.endpoint(), opts).expect("connect b to a");
+        Pair {
+            ctx,
+            pd,
+            cq_a,
+            cq_b,
+            a,
+            b,
+        }
+    }
+}
+
+/// Waits for exactly one completion on `cq`.
+pub fn one(cq: &CompletionQueue) -> WorkCompletion {
+    let mut wc = [WorkCompletion::default()];
+    let n = cq.wait(&mut wc, WAIT).expect("waiting for a completion");
+    assert_eq!(n, 1);
+    wc[0]
+}
+
+/// Waits for one completion and asserts success and its wr_id.
+pub fn ok(cq: &CompletionQueue, wr_id: u64) -> WorkCompletion {
+    let wc = one(cq);
+    if let Err(e) = wc.result() {
+        panic!("expected wr {wr_id} to succeed: {e}");
+    }
+    assert_eq!(wc.wr_id(), wr_id);
+    wc
+}
+
+/// Deterministic bytes for a transfer, different per seed.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+pub const SIZES: [usize; 7] = [1, 7, 64, 1000, 4096, 65536, 1 << 20];
