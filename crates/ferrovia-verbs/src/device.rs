@@ -63,3 +63,15 @@ pub(crate) fn with_device_list<T>(
     unsafe { sys::ibv_free_device_list(list) };
     out
 }
+
+/// The system page size. Registrations with an explicit RDMA address need
+/// it: the kernel requires the address and the RDMA address to share their
+/// offset within a page.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(v)
+        .ok()
+        .filter(|&p| p.is_power_of_two())
+        .unwrap_or(4096)
+}

@@ -50,7 +50,7 @@ pub use completion::{WcOpcode, WorkCompletion};
 pub use connect::ConnectOptions;
 pub use context::{Context, DeviceAttributes};
 pub use cq::CompletionQueue;
-pub use device::{DeviceInfo, devices};
+pub use device::{DeviceInfo, devices, page_size};
 pub use endpoint::Endpoint;
 pub use error::{CompletionError, Result, VerbsError};
 pub use gid::{Gid, GidEntry, GidType, pick_gid};

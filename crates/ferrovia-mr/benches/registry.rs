@@ -1,0 +1,81 @@
+//! Registry and wire-form benchmarks.
+//!
+//! - `view_lookup/10000`: a view lookup in a registry of 10,000
+//!   registrations (bookkeeping measured through the registrar double, so
+//!   it runs anywhere; the lookup path is the same code).
+//! - `wire/encode`, `wire/decode`: the `RemoteMemoryRegion` wire form.
+//! - `reg_mr_vs_hit`: real `ibv_reg_mr` + dereg of 64 KiB against a
+//!   registry hit; needs a device (`cargo xtask vm -- cargo bench -p
+//!   ferrovia-mr --bench registry`).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ferrovia_mr::{MrRegistry, RegisterOptions, RemoteMemoryRegion};
+use ferrovia_verbs::{AccessFlags, Context, MemoryRegion, ProtectionDomain};
+
+fn view_lookup(c: &mut Criterion) {
+    let reg = MrRegistry::with_registrar(support::FakeRegistrar::default());
+    let bufs: Vec<_> = (0..10_000)
+        .map(|_| {
+            reg.register_buffer(vec![0u8; 4096], RegisterOptions::local())
+                .unwrap()
+        })
+        .collect();
+    let addrs: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize + 100).collect();
+    let mut i = 0usize;
+    c.bench_function("view_lookup/10000", |b| {
+        b.iter(|| {
+            // Stride through the registrations so the lookup is not one
+            // hot cache line.
+            i = (i + 7919) % addrs.len();
+            black_box(reg.view(black_box(addrs[i]), 64).unwrap())
+        })
+    });
+}
+
+fn wire(c: &mut Criterion) {
+    let r = RemoteMemoryRegion::new(0x7f12_3456_7000, 1 << 20, 0x1234_5678).unwrap();
+    let bytes = r.encode();
+    let mut buf = [0u8; ferrovia_mr::WIRE_MAX_LEN];
+    c.bench_function("wire/encode", |b| {
+        b.iter(|| black_box(r).encode_into(&mut buf).map(|s| s.len()))
+    });
+    c.bench_function("wire/decode", |b| {
+        b.iter(|| RemoteMemoryRegion::decode(black_box(&bytes)))
+    });
+}
+
+fn reg_mr_vs_hit(c: &mut Criterion) {
+    let Ok(ctx) = Context::open_default() else {
+        println!(
+            "reg_mr_vs_hit: no RDMA device here; run it in the VM: cargo xtask vm -- cargo bench -p ferrovia-mr --bench registry"
+        );
+        return;
+    };
+    let pd = ProtectionDomain::new(&ctx).unwrap();
+    let mut mem = vec![0u8; 1 << 16];
+    c.bench_function("reg_mr_vs_hit/ibv_reg_mr+dereg_64KiB", |b| {
+        b.iter(|| {
+            // SAFETY: `mem` outlives the region, which drops right away.
+            let mr = unsafe {
+                MemoryRegion::register(&pd, mem.as_mut_ptr(), mem.len(), AccessFlags::LOCAL_WRITE)
+            };
+            black_box(mr.unwrap().lkey())
+        })
+    });
+    let reg = MrRegistry::new(&pd);
+    let held = reg
+        .register_buffer(vec![0u8; 1 << 16], RegisterOptions::local())
+        .unwrap();
+    let addr = held.as_ptr() as usize;
+    c.bench_function("reg_mr_vs_hit/registry_hit_64KiB", |b| {
+        b.iter(|| black_box(reg.view(black_box(addr), 1 << 16).unwrap()))
+    });
+}
+
+criterion_group!(benches, view_lookup, wire, reg_mr_vs_hit);
+criterion_main!(benches);

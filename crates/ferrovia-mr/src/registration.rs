@@ -1,0 +1,139 @@
+//! A handle to a live registration.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ferrovia_verbs::AccessFlags;
+
+use crate::error::{MrError, checked_end};
+use crate::registry::RegistryInner;
+use crate::remote::RemoteMemoryRegion;
+use crate::segment::Segment;
+use crate::view::MemoryRegionView;
+
+/// A handle to a registration, valid for `'a` (the borrow of the memory;
+/// `'static` for owned or raw registrations). Clones share the
+/// registration, which is deregistered when the last handle drops.
+pub struct Registration<'a> {
+    seg: Arc<Segment>,
+    registry: Arc<RegistryInner>,
+    _memory: PhantomData<&'a ()>,
+}
+
+impl Registration<'_> {
+    pub(crate) fn new<'a>(seg: Arc<Segment>, registry: Arc<RegistryInner>) -> Registration<'a> {
+        Registration {
+            seg,
+            registry,
+            _memory: PhantomData,
+        }
+    }
+
+    /// Registration id (unique within its registry).
+    pub fn id(&self) -> usize {
+        self.seg.id
+    }
+
+    /// Virtual address of the first byte.
+    pub fn addr(&self) -> usize {
+        self.seg.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.seg.len
+    }
+
+    /// Always false: registrations have at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.seg.len == 0
+    }
+
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.seg.lkey
+    }
+
+    /// The remote key (usable by peers only with remote access granted).
+    pub fn rkey(&self) -> u32 {
+        self.seg.rkey
+    }
+
+    /// The access rights granted.
+    pub fn access(&self) -> AccessFlags {
+        self.seg.access
+    }
+
+    /// RDMA address of the first byte.
+    pub fn rdma_base(&self) -> u64 {
+        self.seg.rdma_base
+    }
+
+    /// The view of the whole registration.
+    pub fn view(&self) -> MemoryRegionView {
+        self.seg.view_unchecked(self.seg.addr, self.seg.len)
+    }
+
+    /// The view of `len` bytes at `offset`.
+    pub fn view_at(&self, offset: usize, len: usize) -> Result<MemoryRegionView, MrError> {
+        self.view().sub_view(offset, len)
+    }
+
+    /// The view of `bytes`, which must lie inside this registration.
+    pub fn view_of(&self, bytes: &[u8]) -> Result<MemoryRegionView, MrError> {
+        let addr = bytes.as_ptr() as usize;
+        let end = checked_end(addr as u64, bytes.len() as u64)? as usize;
+        if !self.seg.covers(addr, end) {
+            return Err(MrError::OutOfRange {
+                id: self.seg.id,
+                offset: addr.wrapping_sub(self.seg.addr) as u64,
+                len: bytes.len() as u64,
+                size: self.seg.len as u64,
+            });
+        }
+        Ok(self.seg.view_unchecked(addr, bytes.len()))
+    }
+
+    /// What a peer needs to reach the whole registration. Refused unless
+    /// remote read or write was granted.
+    pub fn remote(&self) -> Result<RemoteMemoryRegion, MrError> {
+        let access = self.access();
+        if !(access.contains(AccessFlags::REMOTE_READ)
+            || access.contains(AccessFlags::REMOTE_WRITE))
+        {
+            return Err(MrError::AccessNotGranted {
+                what: "a remote descriptor",
+                needed: "REMOTE_READ or REMOTE_WRITE",
+            });
+        }
+        Ok(self.view().remote())
+    }
+}
+
+impl Clone for Registration<'_> {
+    fn clone(&self) -> Self {
+        Registration {
+            seg: self.seg.clone(),
+            registry: self.registry.clone(),
+            _memory: PhantomData,
+        }
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.registry.release(&self.seg);
+    }
+}
+
+impl std::fmt::Debug for Registration<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("id", &self.seg.id)
+            .field("addr", &format_args!("{:#x}", self.seg.addr))
+            .field("len", &self.seg.len)
+            .field("rdma_base", &format_args!("{:#x}", self.seg.rdma_base))
+            .field("access", &self.access())
+            .finish()
+    }
+}

@@ -1,0 +1,287 @@
+//! The registry: register once, look views up by virtual address.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use ferrovia_verbs::ProtectionDomain;
+use parking_lot::RwLock;
+
+use crate::buffer::{RegisteredBuffer, RegisteredSlice};
+use crate::error::{MrError, checked_end};
+use crate::options::{Addressing, RegisterOptions};
+use crate::registrar::Registrar;
+use crate::registration::Registration;
+use crate::segment::{OwnedMemory, Segment};
+use crate::stats::{Counters, RegistryStats};
+use crate::view::MemoryRegionView;
+
+/// A thread-safe registry of memory registrations in one protection
+/// domain. Cheap to clone (all clones share one table).
+///
+/// ```no_run
+/// use ferrovia_mr::{MrRegistry, RegisterOptions};
+/// use ferrovia_verbs::{Context, ProtectionDomain};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pd = ProtectionDomain::new(&Context::open_default()?)?;
+/// let registry = MrRegistry::new(&pd);
+/// // One 64 MiB zero-based registration that peers may write...
+/// let opts = RegisterOptions::local().allow_remote_write().zero_based();
+/// let arena = registry.alloc(64 << 20, opts)?;
+/// // ...and a view of 4 KiB at offset 1 MiB, found by virtual address.
+/// let addr = arena.as_ptr() as usize + (1 << 20);
+/// let view = registry.view(addr, 4096)?;
+/// assert_eq!(view.rdma_addr, 1 << 20);
+/// let for_peer = view.remote().encode(); // send this to the peer
+/// # let _ = for_peer;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MrRegistry {
+    pub(crate) inner: Arc<RegistryInner>,
+}
+
+pub(crate) struct RegistryInner {
+    registrar: Box<dyn Registrar>,
+    table: RwLock<Table>,
+    next_id: AtomicUsize,
+    pub(crate) counters: Counters,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Keyed by (start address, id): overlapping registrations coexist.
+    by_start: BTreeMap<(usize, usize), Arc<Segment>>,
+    /// Longest live segment: bounds how far back a lookup must scan.
+    max_len: usize,
+}
+
+impl Table {
+    /// Segments that could contain `addr`, nearest start first.
+    fn candidates(&self, addr: usize) -> impl Iterator<Item = &Arc<Segment>> {
+        let floor = addr.saturating_sub(self.max_len);
+        self.by_start
+            .range((floor, 0)..=(addr, usize::MAX))
+            .rev()
+            .map(|(_, s)| s)
+    }
+
+    /// The tightest segment covering `[addr, end)`.
+    fn covering(&self, addr: usize, end: usize) -> Option<&Arc<Segment>> {
+        self.candidates(addr)
+            .filter(|s| s.covers(addr, end))
+            .min_by_key(|s| (s.len, s.id))
+    }
+
+    fn containing(&self, addr: usize) -> Option<&Arc<Segment>> {
+        self.candidates(addr).find(|s| s.contains(addr))
+    }
+
+    fn remove(&mut self, seg: &Segment) {
+        self.by_start.remove(&(seg.addr, seg.id));
+        if seg.len == self.max_len {
+            self.max_len = self.by_start.values().map(|s| s.len).max().unwrap_or(0);
+        }
+    }
+}
+
+impl MrRegistry {
+    /// An empty registry for verbs registrations in `pd`.
+    pub fn new(pd: &ProtectionDomain) -> MrRegistry {
+        Self::with_registrar(pd.clone())
+    }
+
+    /// An empty registry whose registrations `registrar` makes (another
+    /// transport, or a test double).
+    pub fn with_registrar(registrar: impl Registrar + 'static) -> MrRegistry {
+        MrRegistry {
+            inner: Arc::new(RegistryInner {
+                registrar: Box::new(registrar),
+                table: RwLock::new(Table::default()),
+                next_id: AtomicUsize::new(1),
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// Registers memory the registry then owns; the returned buffer derefs
+    /// to its bytes and frees them after deregistration.
+    pub fn register_buffer(
+        &self,
+        buf: impl Into<Box<[u8]>>,
+        opts: RegisterOptions,
+    ) -> Result<RegisteredBuffer, MrError> {
+        let buf: Box<[u8]> = buf.into();
+        let len = buf.len();
+        let owned = OwnedMemory::from_box(buf);
+        let ptr = owned.ptr();
+        // SAFETY: the segment owns the memory and frees it only after the
+        // MR is deregistered (Segment's field order).
+        let reg = unsafe { self.insert(ptr, len, opts, Some(owned)) }?;
+        // SAFETY: `ptr..ptr+len` is owned by the segment that `reg` keeps
+        // alive, and this buffer is its only accessor.
+        Ok(unsafe { RegisteredBuffer::new(reg, ptr, len) })
+    }
+
+    /// Allocates `len` zeroed, page-aligned bytes and registers them (the
+    /// form zero-based registrations want: byte `i` at RDMA address `i`).
+    pub fn alloc(&self, len: usize, opts: RegisterOptions) -> Result<RegisteredBuffer, MrError> {
+        let owned = OwnedMemory::zeroed_page_aligned(len)?;
+        let ptr = owned.ptr();
+        // SAFETY: as in register_buffer.
+        let reg = unsafe { self.insert(ptr, len, opts, Some(owned)) }?;
+        // SAFETY: as in register_buffer.
+        Ok(unsafe { RegisteredBuffer::new(reg, ptr, len) })
+    }
+
+    /// Registers borrowed memory for `'a`; the returned slice gives the
+    /// bytes back and deregisters when its last registration handle drops.
+    pub fn register_slice<'a>(
+        &self,
+        buf: &'a mut [u8],
+        opts: RegisterOptions,
+    ) -> Result<RegisteredSlice<'a>, MrError> {
+        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        // SAFETY: the memory is exclusively borrowed for 'a, and the
+        // Registration<'a> handles (the only things keeping the MR alive)
+        // cannot outlive 'a.
+        let reg = unsafe { self.insert(ptr, len, opts, None) }?;
+        // SAFETY: exclusive borrow for 'a, handed to the slice wrapper.
+        Ok(unsafe { RegisteredSlice::new(reg, ptr, len) })
+    }
+
+    /// Registers `len` bytes at `addr`, or returns the existing
+    /// registration that already covers them with at least the asked-for
+    /// access and the same RDMA addressing (a hit: the segment is
+    /// registered once, however many callers ask).
+    ///
+    /// # Safety
+    /// The memory must stay allocated, and must only be accessed in ways
+    /// that do not race with DMA the program or its peers start, for as
+    /// long as any handle to the registration exists.
+    pub unsafe fn register_raw(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        opts: RegisterOptions,
+    ) -> Result<Registration<'static>, MrError> {
+        let start = addr as usize;
+        let end = checked_end(start as u64, len as u64)? as usize;
+        {
+            let table = self.inner.table.read();
+            let found = table.candidates(start).find(|s| {
+                s.covers(start, end)
+                    && s.owned.is_none()
+                    && s.access.contains(opts.access)
+                    && opts.addressing == Addressing::Virtual
+                    && s.rdma_base == s.addr as u64
+            });
+            if let Some(seg) = found {
+                self.inner.counters.hit();
+                return Ok(Registration::new(seg.clone(), self.inner.clone()));
+            }
+        }
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { self.insert(addr, len, opts, None) }
+    }
+
+    /// Registers and inserts a new segment.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must stay valid for as long as the returned handle
+    /// (and its clones) exist.
+    unsafe fn insert(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        opts: RegisterOptions,
+        owned: Option<OwnedMemory>,
+    ) -> Result<Registration<'static>, MrError> {
+        checked_end(addr as u64, len as u64)?;
+        let iova = opts.resolve_iova(addr as usize)?;
+        // SAFETY: forwarded to the caller's contract.
+        let keys = unsafe { self.inner.registrar.register(addr, len, iova, &opts)? };
+        let seg = Arc::new(Segment {
+            rdma_base: iova.unwrap_or(addr as u64),
+            lkey: keys.lkey(),
+            rkey: keys.rkey(),
+            access: keys.access(),
+            _keys: keys,
+            owned,
+            id: self.inner.next_id.fetch_add(1, Relaxed),
+            addr: addr as usize,
+            len,
+        });
+        let mut table = self.inner.table.write();
+        table.by_start.insert((seg.addr, seg.id), seg.clone());
+        table.max_len = table.max_len.max(len);
+        let c = &self.inner.counters;
+        c.made.fetch_add(1, Relaxed);
+        c.live.fetch_add(1, Relaxed);
+        c.bytes.fetch_add(len as u64, Relaxed);
+        Ok(Registration::new(seg, self.inner.clone()))
+    }
+
+    /// The view of `len` bytes at virtual address `addr`, from the
+    /// tightest registration covering all of them.
+    pub fn view(&self, addr: usize, len: usize) -> Result<MemoryRegionView, MrError> {
+        let end = checked_end(addr as u64, len as u64)? as usize;
+        let table = self.inner.table.read();
+        if let Some(seg) = table.covering(addr, end) {
+            self.inner.counters.hit();
+            return Ok(seg.view_unchecked(addr, len));
+        }
+        self.inner.counters.miss();
+        let first = table.containing(addr);
+        let last = table.containing(end - 1);
+        Err(match (first, last) {
+            (Some(a), Some(b)) if a.id != b.id => MrError::Straddles {
+                addr,
+                len,
+                first: a.id,
+                second: b.id,
+            },
+            (Some(a), _) => MrError::OutOfRange {
+                id: a.id,
+                offset: (addr - a.addr) as u64,
+                len: len as u64,
+                size: a.len as u64,
+            },
+            _ => MrError::NotRegistered { addr, len },
+        })
+    }
+
+    /// The view covering `bytes`.
+    pub fn view_of(&self, bytes: &[u8]) -> Result<MemoryRegionView, MrError> {
+        self.view(bytes.as_ptr() as usize, bytes.len())
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> RegistryStats {
+        self.inner.counters.snapshot()
+    }
+}
+
+impl RegistryInner {
+    /// Called when a handle drops: deregisters if it was the last one.
+    pub(crate) fn release(&self, seg: &Arc<Segment>) {
+        let mut table = self.table.write();
+        // Handles and the table hold the only Arcs; clones are made from a
+        // live handle or under this lock, so 2 means "the table and me".
+        if Arc::strong_count(seg) == 2 {
+            table.remove(seg);
+            self.counters.live.fetch_sub(1, Relaxed);
+            self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for MrRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MrRegistry")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}

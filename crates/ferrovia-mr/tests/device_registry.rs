@@ -1,0 +1,193 @@
+//! Device tests of the registry: real registrations on (soft-)RoCE, data
+//! moved through views. Run by `cargo xtask test`.
+
+use std::time::Duration;
+
+use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
+use ferrovia_verbs::{
+    CompletionQueue, ConnectOptions, Context, ProtectionDomain, QueuePair, SendWr, Sge,
+    WorkCompletion,
+};
+
+struct Loop {
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    qp: QueuePair,
+    _peer: QueuePair,
+}
+
+/// One QP connected to a second one on the same device; the first posts.
+fn connected() -> Loop {
+    let ctx = Context::open_default()
+        .unwrap_or_else(|e| panic!("device test found no usable RDMA device: {e}"));
+    let pd = ProtectionDomain::new(&ctx).unwrap();
+    let cq = CompletionQueue::with_channel(&ctx, 64).unwrap();
+    let peer_cq = CompletionQueue::new(&ctx, 64).unwrap();
+    let qp = QueuePair::builder(&pd, &cq, &cq).build().unwrap();
+    let peer = QueuePair::builder(&pd, &peer_cq, &peer_cq).build().unwrap();
+    qp.connect(&peer.endpoint(), &ConnectOptions::default())
+        .unwrap();
+    peer.connect(&qp.endpoint(), &ConnectOptions::default())
+        .unwrap();
+    Loop {
+        pd,
+        cq,
+        qp,
+        _peer: peer,
+    }
+}
+
+fn complete(l: &Loop, wr_id: u64) {
+    let mut wc = [WorkCompletion::default()];
+    l.cq.wait(&mut wc, Duration::from_secs(20)).unwrap();
+    if let Err(e) = wc[0].result() {
+        panic!("wr {wr_id}: {e}");
+    }
+    assert_eq!(wc[0].wr_id(), wr_id);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
+    let l = connected();
+    let reg = MrRegistry::new(&l.pd);
+    const SEG: usize = 64 << 20;
+    let opts = RegisterOptions::local()
+        .allow_remote_read()
+        .allow_remote_write()
+        .zero_based();
+    let arena = reg.alloc(SEG, opts).unwrap();
+    let base = arena.as_ptr() as usize;
+    assert_eq!(arena.registration().view().rdma_addr, 0);
+    let mut staging = reg
+        .register_buffer(vec![0u8; 1 << 20], RegisterOptions::local())
+        .unwrap();
+
+    for (n, &(offset, len)) in [
+        (0usize, 4096usize),
+        (4096, 1),
+        (1 << 20, 65536),
+        ((7 << 20) + 17, 1000),
+        (SEG - 8192, 8192),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let view = reg.view(base + offset, len).unwrap();
+        assert_eq!(
+            view.rdma_addr, offset,
+            "zero-based: rdma address is the offset"
+        );
+        let remote = view.remote();
+        // Write `len` bytes of a pattern from staging into the arena view.
+        let pattern: Vec<u8> = (0..len).map(|i| (i * 7 + n) as u8).collect();
+        staging[..len].copy_from_slice(&pattern);
+        let src = reg.view(staging.as_ptr() as usize, len).unwrap();
+        let mut sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
+        // SAFETY: both buffers are registered and untouched until completion.
+        unsafe {
+            l.qp.post_send(&mut SendWr::write(
+                2 * n as u64,
+                &mut sge,
+                remote.addr(),
+                remote.rkey(),
+            ))
+            .unwrap()
+        };
+        complete(&l, 2 * n as u64);
+        assert_eq!(
+            &arena[offset..offset + len],
+            &pattern[..],
+            "write at offset {offset}"
+        );
+
+        // Read it back through the view into a cleared staging buffer.
+        staging[..len].fill(0);
+        let mut sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
+        // SAFETY: as above.
+        unsafe {
+            l.qp.post_send(&mut SendWr::read(
+                2 * n as u64 + 1,
+                &mut sge,
+                remote.addr(),
+                remote.rkey(),
+            ))
+            .unwrap()
+        };
+        complete(&l, 2 * n as u64 + 1);
+        assert_eq!(&staging[..len], &pattern[..], "read at offset {offset}");
+    }
+    // Bytes outside the written views stayed zero.
+    assert!(arena[8192..(1 << 20)].iter().all(|&b| b == 0));
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn a_view_beyond_coverage_is_refused_before_anything_is_posted() {
+    let l = connected();
+    let reg = MrRegistry::new(&l.pd);
+    let seg = reg
+        .register_buffer(
+            vec![0u8; 1 << 20],
+            RegisterOptions::local().allow_remote_write(),
+        )
+        .unwrap();
+    let end = seg.as_ptr() as usize + (1 << 20);
+    assert!(matches!(
+        reg.view(end - 100, 200),
+        Err(MrError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        reg.view(end + 4096, 1),
+        Err(MrError::NotRegistered { .. })
+    ));
+    assert!(matches!(
+        seg.registration().view_at(1 << 20, 1),
+        Err(MrError::OutOfRange { .. })
+    ));
+    let remote = seg.registration().remote().unwrap();
+    assert!(matches!(
+        remote.sub_region(1 << 20, 1),
+        Err(MrError::OutOfRange { .. })
+    ));
+    // Nothing reached the send queue: the CQ is empty.
+    let mut wc = [WorkCompletion::default()];
+    assert_eq!(l.cq.poll(&mut wc).unwrap(), 0);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn eight_threads_register_and_look_up_with_exact_counters() {
+    let l = connected();
+    let reg = MrRegistry::new(&l.pd);
+    const THREADS: usize = 8;
+    const BUFS: usize = 16;
+    const LOOKUPS: usize = 500;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let reg = reg.clone();
+            s.spawn(move || {
+                let bufs: Vec<_> = (0..BUFS)
+                    .map(|i| {
+                        reg.register_buffer(vec![t as u8; 4096 + i], RegisterOptions::local())
+                            .unwrap()
+                    })
+                    .collect();
+                for i in 0..LOOKUPS {
+                    let b = &bufs[i % BUFS];
+                    let v = reg.view(b.as_ptr() as usize + 8, 64).unwrap();
+                    assert_eq!(
+                        (v.id, v.lkey),
+                        (b.registration().id(), b.registration().lkey())
+                    );
+                }
+                assert!(matches!(reg.view(8, 8), Err(MrError::NotRegistered { .. })));
+            });
+        }
+    });
+    let s = reg.stats();
+    assert_eq!(s.registrations_made, (THREADS * BUFS) as u64);
+    assert_eq!(s.hits, (THREADS * LOOKUPS) as u64);
+    assert_eq!(s.misses, THREADS as u64);
+    assert_eq!((s.live_registrations, s.registered_bytes), (0, 0));
+}

@@ -1,0 +1,260 @@
+//! The registry's bookkeeping, on the host, through a registrar double.
+
+mod support;
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
+use support::FakeRegistrar;
+
+fn registry() -> (MrRegistry, FakeRegistrar) {
+    let fake = FakeRegistrar::default();
+    (MrRegistry::with_registrar(fake.clone()), fake)
+}
+
+#[test]
+fn views_by_virtual_address_and_zero_based_rdma_addresses() {
+    let (reg, _) = registry();
+    let buf = reg
+        .alloc(
+            1 << 20,
+            RegisterOptions::local().allow_remote_write().zero_based(),
+        )
+        .unwrap();
+    assert_eq!(buf.as_ptr() as usize % ferrovia_verbs::page_size(), 0);
+    assert!(buf.iter().all(|&b| b == 0));
+    let base = buf.as_ptr() as usize;
+    let v = reg.view(base + 0x1_0000, 4096).unwrap();
+    assert_eq!(v.virtual_addr, base + 0x1_0000);
+    assert_eq!(v.rdma_addr, 0x1_0000);
+    assert_eq!(v.size, 4096);
+    assert_eq!(v.id, buf.registration().id());
+    assert_eq!(v.lkey, buf.registration().lkey());
+    let remote = buf.registration().remote().unwrap();
+    assert_eq!((remote.addr(), remote.len()), (0, 1 << 20));
+    let whole = reg.view_of(&buf).unwrap();
+    assert_eq!(whole, buf.registration().view());
+}
+
+#[test]
+fn bad_ranges_are_typed_errors() {
+    let (reg, _) = registry();
+    let mut mem = vec![0u8; 8192];
+    let base = mem.as_mut_ptr();
+    // Two adjacent registrations over one allocation.
+    // SAFETY: `mem` outlives both handles (dropped at the end of the test).
+    let (a, b) = unsafe {
+        (
+            reg.register_raw(base, 4096, RegisterOptions::local())
+                .unwrap(),
+            reg.register_raw(base.add(4096), 4096, RegisterOptions::local())
+                .unwrap(),
+        )
+    };
+    let base = base as usize;
+    assert!(matches!(reg.view(base, 0), Err(MrError::ZeroLength { .. })));
+    assert!(matches!(
+        reg.view(usize::MAX - 4, 10),
+        Err(MrError::Overflow { .. })
+    ));
+    match reg.view(base + 4000, 200) {
+        Err(MrError::Straddles { first, second, .. }) => {
+            assert_eq!((first, second), (a.id(), b.id()))
+        }
+        other => panic!("expected Straddles, got {other:?}"),
+    }
+    match reg.view(base + 8000, 500) {
+        Err(MrError::OutOfRange {
+            id, offset, size, ..
+        }) => assert_eq!((id, offset, size), (b.id(), 3904, 4096)),
+        other => panic!("expected OutOfRange, got {other:?}"),
+    }
+    assert!(matches!(
+        reg.view(base + 1 << 40, 1),
+        Err(MrError::NotRegistered { .. })
+    ));
+    assert!(matches!(reg.view(8, 8), Err(MrError::NotRegistered { .. })));
+    let stats = reg.stats();
+    assert_eq!(stats.hits, 0);
+    assert_eq!(
+        stats.misses, 4,
+        "zero-length and overflow are refused before the lookup"
+    );
+    assert!(matches!(
+        reg.register_buffer(Vec::new(), RegisterOptions::local()),
+        Err(MrError::ZeroLength { .. })
+    ));
+    drop((a, b));
+    drop(mem);
+}
+
+#[test]
+fn overlapping_registrations_pick_the_tightest() {
+    let (reg, _) = registry();
+    let mut mem = vec![0u8; 1 << 16];
+    let p = mem.as_mut_ptr();
+    // SAFETY: `mem` outlives the handles.
+    let (outer, inner) = unsafe {
+        (
+            reg.register_raw(p, 1 << 16, RegisterOptions::local())
+                .unwrap(),
+            reg.register_raw(
+                p.add(4096),
+                4096,
+                RegisterOptions::local().allow_remote_read(),
+            )
+            .unwrap(),
+        )
+    };
+    assert_ne!(outer.id(), inner.id());
+    let addr = p as usize;
+    assert_eq!(reg.view(addr + 4096 + 10, 100).unwrap().id, inner.id());
+    assert_eq!(
+        reg.view(addr + 4000, 200).unwrap().id,
+        outer.id(),
+        "only the outer one covers it"
+    );
+    assert_eq!(reg.view(addr + 60_000, 10).unwrap().id, outer.id());
+    drop(inner);
+    assert_eq!(reg.view(addr + 4096 + 10, 100).unwrap().id, outer.id());
+    drop(outer);
+    drop(mem);
+}
+
+#[test]
+fn raw_registrations_are_shared_and_reference_counted() {
+    let (reg, fake) = registry();
+    let mut mem = vec![0u8; 1 << 16];
+    let p = mem.as_mut_ptr();
+    // SAFETY: `mem` outlives every handle.
+    let first = unsafe {
+        reg.register_raw(p, 1 << 16, RegisterOptions::local())
+            .unwrap()
+    };
+    // SAFETY: as above.
+    let again = unsafe {
+        reg.register_raw(p.add(100), 50, RegisterOptions::local())
+            .unwrap()
+    };
+    assert_eq!(
+        first.id(),
+        again.id(),
+        "a covered range reuses the registration"
+    );
+    // SAFETY: as above. More access than granted: a new registration.
+    let remote = unsafe {
+        reg.register_raw(p, 10, RegisterOptions::local().allow_remote_write())
+            .unwrap()
+    };
+    assert_ne!(remote.id(), first.id());
+    let s = reg.stats();
+    assert_eq!(
+        (s.registrations_made, s.live_registrations, s.hits),
+        (2, 2, 1)
+    );
+    assert_eq!(s.registered_bytes, (1 << 16) + 10);
+    assert_eq!(fake.live.load(SeqCst), 2);
+    drop(first);
+    assert_eq!(fake.live.load(SeqCst), 2, "a handle is still alive");
+    assert!(reg.view(p as usize + 1000, 10).is_ok());
+    drop(again);
+    drop(remote);
+    assert_eq!(fake.live.load(SeqCst), 0, "the last handle deregisters");
+    let s = reg.stats();
+    assert_eq!((s.live_registrations, s.registered_bytes), (0, 0));
+    assert!(matches!(
+        reg.view(p as usize, 1),
+        Err(MrError::NotRegistered { .. })
+    ));
+    drop(mem);
+}
+
+#[test]
+fn remote_descriptors_need_remote_access() {
+    let (reg, _) = registry();
+    let local = reg
+        .register_buffer(vec![1u8; 64], RegisterOptions::local())
+        .unwrap();
+    assert!(matches!(
+        local.registration().remote(),
+        Err(MrError::AccessNotGranted { .. })
+    ));
+    let mut slice_mem = [0u8; 32];
+    {
+        let mut s = reg
+            .register_slice(&mut slice_mem, RegisterOptions::local().allow_remote_read())
+            .unwrap();
+        s[0] = 42;
+        assert_eq!(s.registration().remote().unwrap().len(), 32);
+        assert_eq!(reg.stats().live_registrations, 2);
+    }
+    assert_eq!(slice_mem[0], 42);
+    assert_eq!(reg.stats().live_registrations, 1);
+}
+
+#[test]
+fn concurrent_register_and_lookup_keep_counters_exact() {
+    let (reg, fake) = registry();
+    const THREADS: usize = 8;
+    const BUFS: usize = 50;
+    const LOOKUPS: usize = 200;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let reg = reg.clone();
+            s.spawn(move || {
+                let bufs: Vec<_> = (0..BUFS)
+                    .map(|i| {
+                        reg.register_buffer(vec![t as u8; 256 + i], RegisterOptions::local())
+                            .unwrap()
+                    })
+                    .collect();
+                for i in 0..LOOKUPS {
+                    let b = &bufs[i % BUFS];
+                    let v = reg.view(b.as_ptr() as usize + 1, 10).unwrap();
+                    assert_eq!(v.id, b.registration().id());
+                }
+            });
+        }
+    });
+    let s = reg.stats();
+    assert_eq!(s.registrations_made, (THREADS * BUFS) as u64);
+    assert_eq!(s.hits, (THREADS * LOOKUPS) as u64);
+    assert_eq!(s.misses, 0);
+    assert_eq!(s.live_registrations, 0);
+    assert_eq!(s.registered_bytes, 0);
+    assert_eq!(fake.live.load(SeqCst), 0);
+}
+
+#[test]
+fn zero_based_keeps_the_in_page_offset_and_explicit_bases_are_checked() {
+    let (reg, _) = registry();
+    let page = ferrovia_verbs::page_size();
+    let mut mem = vec![0u8; 3 * page];
+    let p = mem.as_mut_ptr();
+    let off = page - (p as usize % page) + 100; // 100 bytes into a page
+    // SAFETY: `mem` outlives the handles.
+    let zb = unsafe {
+        reg.register_raw(p.add(off), page, RegisterOptions::local().zero_based())
+            .unwrap()
+    };
+    assert_eq!(zb.rdma_base(), 100);
+    assert_eq!(reg.view(p as usize + off + 10, 1).unwrap().rdma_addr, 110);
+    // SAFETY: as above.
+    let bad =
+        unsafe { reg.register_raw(p.add(off), 16, RegisterOptions::local().rdma_base(0x1000)) };
+    assert!(
+        matches!(bad, Err(MrError::MisalignedRdmaBase { .. })),
+        "{bad:?}"
+    );
+    // SAFETY: as above.
+    let good = unsafe {
+        reg.register_raw(
+            p.add(off),
+            16,
+            RegisterOptions::local().rdma_base(0x10_0000 + 100),
+        )
+    };
+    assert_eq!(good.unwrap().rdma_base(), 0x10_0000 + 100);
+    drop(zb);
+    drop(mem);
+}

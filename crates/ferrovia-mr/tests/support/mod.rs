@@ -1,0 +1,61 @@
+//! A registrar test double: hands out distinct keys and counts live
+//! registrations, so the registry's bookkeeping is testable without a
+//! device.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+
+use ferrovia_mr::{MrError, RegisterOptions, RegisteredKeys, Registrar};
+use ferrovia_verbs::AccessFlags;
+
+#[derive(Clone, Default)]
+pub struct FakeRegistrar {
+    pub live: Arc<AtomicUsize>,
+    next_key: Arc<AtomicU32>,
+}
+
+struct FakeKeys {
+    key: u32,
+    access: AccessFlags,
+    live: Arc<AtomicUsize>,
+}
+
+impl RegisteredKeys for FakeKeys {
+    fn lkey(&self) -> u32 {
+        self.key
+    }
+    fn rkey(&self) -> u32 {
+        self.key | 0x8000_0000
+    }
+    fn access(&self) -> AccessFlags {
+        self.access
+    }
+}
+
+impl Drop for FakeKeys {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, SeqCst);
+    }
+}
+
+impl Registrar for FakeRegistrar {
+    unsafe fn register(
+        &self,
+        _addr: *mut u8,
+        len: usize,
+        _iova: Option<u64>,
+        opts: &RegisterOptions,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        assert!(
+            len > 0,
+            "the registry must refuse zero lengths before registering"
+        );
+        self.live.fetch_add(1, SeqCst);
+        Ok(Box::new(FakeKeys {
+            key: self.next_key.fetch_add(1, SeqCst) + 1,
+            access: opts.access(),
+            live: self.live.clone(),
+        }))
+    }
+}
