@@ -70,7 +70,7 @@ fn bad_ranges_are_typed_errors() {
         other => panic!("expected OutOfRange, got {other:?}"),
     }
     assert!(matches!(
-        reg.view(base + 1 << 40, 1),
+        reg.view(base + (1 << 40), 1),
         Err(MrError::NotRegistered { .. })
     ));
     assert!(matches!(reg.view(8, 8), Err(MrError::NotRegistered { .. })));
