@@ -83,12 +83,12 @@ fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
         let pattern: Vec<u8> = (0..len).map(|i| (i * 7 + n) as u8).collect();
         staging[..len].copy_from_slice(&pattern);
         let src = reg.view(staging.as_ptr() as usize, len).unwrap();
-        let mut sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
+        let sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
         // SAFETY: both buffers are registered and untouched until completion.
         unsafe {
             l.qp.post_send(&mut SendWr::write(
                 2 * n as u64,
-                &mut sge,
+                &sge,
                 remote.addr(),
                 remote.rkey(),
             ))
@@ -103,12 +103,12 @@ fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
 
         // Read it back through the view into a cleared staging buffer.
         staging[..len].fill(0);
-        let mut sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
+        let sge = [Sge::new(src.rdma_addr as u64, len as u32, src.lkey)];
         // SAFETY: as above.
         unsafe {
             l.qp.post_send(&mut SendWr::read(
                 2 * n as u64 + 1,
-                &mut sge,
+                &sge,
                 remote.addr(),
                 remote.rkey(),
             ))

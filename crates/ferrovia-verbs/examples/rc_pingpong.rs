@@ -90,20 +90,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     for i in 0..iters {
         ping_tx.data.fill(i as u8);
-        let (mut rs, mut ss) = ([ping_rx.sge()], [ping_tx.sge()]);
+        let (rs, ss) = ([ping_rx.sge()], [ping_tx.sge()]);
         // SAFETY: registered buffers, untouched until their completions.
         unsafe {
-            b.post_recv(&mut RecvWr::new(1, &mut rs))?;
-            a.post_send(&mut SendWr::send(2, &mut ss))?;
+            b.post_recv(&mut RecvWr::new(1, &rs))?;
+            a.post_send(&mut SendWr::send(2, &ss))?;
         }
         wait_ok(&cq_a, &mut wc)?;
         wait_ok(&cq_b, &mut wc)?;
         pong_tx.data.copy_from_slice(&ping_rx.data);
-        let (mut rs, mut ss) = ([pong_rx.sge()], [pong_tx.sge()]);
+        let (rs, ss) = ([pong_rx.sge()], [pong_tx.sge()]);
         // SAFETY: as above.
         unsafe {
-            a.post_recv(&mut RecvWr::new(3, &mut rs))?;
-            b.post_send(&mut SendWr::send(4, &mut ss))?;
+            a.post_recv(&mut RecvWr::new(3, &rs))?;
+            b.post_send(&mut SendWr::send(4, &ss))?;
         }
         wait_ok(&cq_b, &mut wc)?;
         wait_ok(&cq_a, &mut wc)?;

@@ -47,22 +47,24 @@ impl std::fmt::Debug for Sge {
 }
 
 /// A send-queue work request (`struct ibv_send_wr`) whose SGE list lives
-/// in `'a`.
+/// in `'a` (the device copies the list at post time and only reads it).
+#[derive(Clone, Copy)]
 #[repr(transparent)]
 pub struct SendWr<'a> {
     raw: sys::ibv_send_wr,
-    _sges: PhantomData<&'a mut [Sge]>,
+    _sges: PhantomData<&'a [Sge]>,
 }
 
 impl<'a> SendWr<'a> {
-    fn new(wr_id: u64, opcode: sys::ibv_wr_opcode, sges: &'a mut [Sge]) -> SendWr<'a> {
+    fn new(wr_id: u64, opcode: sys::ibv_wr_opcode, sges: &'a [Sge]) -> SendWr<'a> {
         let mut raw = sys::ibv_send_wr {
             wr_id,
             opcode,
             send_flags: sys::ibv_send_flags::IBV_SEND_SIGNALED.0,
             ..Default::default()
         };
-        raw.sg_list = sges.as_mut_ptr().cast();
+        // The C field is `*mut` but the device only reads the list.
+        raw.sg_list = sges.as_ptr().cast_mut().cast();
         // A QP accepts at most a few dozen SGEs; the post fails with EINVAL
         // past its limit, so saturating here cannot hide anything.
         raw.num_sge = i32::try_from(sges.len()).unwrap_or(i32::MAX);
@@ -73,19 +75,19 @@ impl<'a> SendWr<'a> {
     }
 
     /// A send of the bytes the SGEs gather.
-    pub fn send(wr_id: u64, sges: &'a mut [Sge]) -> SendWr<'a> {
+    pub fn send(wr_id: u64, sges: &'a [Sge]) -> SendWr<'a> {
         Self::new(wr_id, sys::IBV_WR_SEND, sges)
     }
 
     /// A send carrying a 32-bit immediate value.
-    pub fn send_with_imm(wr_id: u64, sges: &'a mut [Sge], imm: u32) -> SendWr<'a> {
+    pub fn send_with_imm(wr_id: u64, sges: &'a [Sge], imm: u32) -> SendWr<'a> {
         let mut wr = Self::new(wr_id, sys::IBV_WR_SEND_WITH_IMM, sges);
         wr.raw.__bindgen_anon_1.imm_data = imm.to_be();
         wr
     }
 
     /// An RDMA write to `remote_addr` in the peer region with `rkey`.
-    pub fn write(wr_id: u64, sges: &'a mut [Sge], remote_addr: u64, rkey: u32) -> SendWr<'a> {
+    pub fn write(wr_id: u64, sges: &'a [Sge], remote_addr: u64, rkey: u32) -> SendWr<'a> {
         let mut wr = Self::new(wr_id, sys::IBV_WR_RDMA_WRITE, sges);
         wr.set_remote(remote_addr, rkey);
         wr
@@ -95,7 +97,7 @@ impl<'a> SendWr<'a> {
     /// `imm`.
     pub fn write_with_imm(
         wr_id: u64,
-        sges: &'a mut [Sge],
+        sges: &'a [Sge],
         remote_addr: u64,
         rkey: u32,
         imm: u32,
@@ -107,7 +109,7 @@ impl<'a> SendWr<'a> {
     }
 
     /// An RDMA read from `remote_addr` into the local SGEs.
-    pub fn read(wr_id: u64, sges: &'a mut [Sge], remote_addr: u64, rkey: u32) -> SendWr<'a> {
+    pub fn read(wr_id: u64, sges: &'a [Sge], remote_addr: u64, rkey: u32) -> SendWr<'a> {
         let mut wr = Self::new(wr_id, sys::IBV_WR_RDMA_READ, sges);
         wr.set_remote(remote_addr, rkey);
         wr
@@ -158,20 +160,21 @@ impl<'a> SendWr<'a> {
 
 /// A receive-queue work request (`struct ibv_recv_wr`) whose SGE list lives
 /// in `'a`.
+#[derive(Clone, Copy)]
 #[repr(transparent)]
 pub struct RecvWr<'a> {
     raw: sys::ibv_recv_wr,
-    _sges: PhantomData<&'a mut [Sge]>,
+    _sges: PhantomData<&'a [Sge]>,
 }
 
 impl<'a> RecvWr<'a> {
     /// A receive into the buffers the SGEs scatter to.
-    pub fn new(wr_id: u64, sges: &'a mut [Sge]) -> RecvWr<'a> {
+    pub fn new(wr_id: u64, sges: &'a [Sge]) -> RecvWr<'a> {
         RecvWr {
             raw: sys::ibv_recv_wr {
                 wr_id,
                 next: null_mut(),
-                sg_list: sges.as_mut_ptr().cast(),
+                sg_list: sges.as_ptr().cast_mut().cast(),
                 num_sge: i32::try_from(sges.len()).unwrap_or(i32::MAX),
             },
             _sges: PhantomData,
@@ -227,8 +230,8 @@ mod tests {
 
     #[test]
     fn send_wr_fields() {
-        let mut sges = [Sge::new(0x1000, 64, 7)];
-        let mut wr = SendWr::write_with_imm(42, &mut sges, 0xdead_0000, 99, 0x0102_0304);
+        let sges = [Sge::new(0x1000, 64, 7)];
+        let mut wr = SendWr::write_with_imm(42, &sges, 0xdead_0000, 99, 0x0102_0304);
         assert_eq!(wr.wr_id(), 42);
         assert!(wr.is_signaled());
         let raw = wr.as_raw();
@@ -240,15 +243,15 @@ mod tests {
             assert_eq!((*raw).__bindgen_anon_1.imm_data, 0x0102_0304u32.to_be());
             assert_eq!((*raw).num_sge, 1);
         }
-        let wr = SendWr::send(1, &mut sges).signaled(false).inline(true);
+        let wr = SendWr::send(1, &sges).signaled(false).inline(true);
         assert!(!wr.is_signaled());
     }
 
     #[test]
     fn linking_chains_in_order() {
-        let mut a = [Sge::new(0, 1, 0)];
-        let mut b = [Sge::new(0, 1, 0)];
-        let mut wrs = [SendWr::send(1, &mut a), SendWr::send(2, &mut b)];
+        let a = [Sge::new(0, 1, 0)];
+        let b = [Sge::new(0, 1, 0)];
+        let mut wrs = [SendWr::send(1, &a), SendWr::send(2, &b)];
         link_send(&mut wrs);
         let first = wrs[0].as_raw();
         // SAFETY: the list was just linked inside `wrs`.

@@ -45,14 +45,14 @@ fn send_recv_all_sizes() {
         let data = pattern(len, i as u8);
         src.data[..len].copy_from_slice(&data);
         dst.data.fill(0);
-        let mut rs = [dst.sge(0, max)];
-        let mut ss = [src.sge(0, len)];
+        let rs = [dst.sge(0, max)];
+        let ss = [src.sge(0, len)];
         // SAFETY: both buffers are registered and untouched until the
         // completions below.
         unsafe {
-            p.b.post_recv(&mut RecvWr::new(100 + i as u64, &mut rs))
+            p.b.post_recv(&mut RecvWr::new(100 + i as u64, &rs))
                 .unwrap();
-            p.a.post_send(&mut SendWr::send(200 + i as u64, &mut ss))
+            p.a.post_send(&mut SendWr::send(200 + i as u64, &ss))
                 .unwrap();
         }
         ok(&p.cq_a, 200 + i as u64);
@@ -75,12 +75,12 @@ fn send_with_immediate() {
     let mut src = Buf::new(&p.pd, 256, AccessFlags::NONE);
     let dst = Buf::new(&p.pd, 256, AccessFlags::LOCAL_WRITE);
     src.data.copy_from_slice(&pattern(256, 9));
-    let mut rs = [dst.sge(0, 256)];
-    let mut ss = [src.sge(0, 256)];
+    let rs = [dst.sge(0, 256)];
+    let ss = [src.sge(0, 256)];
     // SAFETY: registered buffers, untouched until completion.
     unsafe {
-        p.b.post_recv(&mut RecvWr::new(1, &mut rs)).unwrap();
-        p.a.post_send(&mut SendWr::send_with_imm(2, &mut ss, 0xfeed_beef))
+        p.b.post_recv(&mut RecvWr::new(1, &rs)).unwrap();
+        p.a.post_send(&mut SendWr::send_with_imm(2, &ss, 0xfeed_beef))
             .unwrap();
     }
     ok(&p.cq_a, 2);
@@ -104,16 +104,11 @@ fn rdma_write_all_sizes() {
         let data = pattern(len, 50 + i as u8);
         src.data[..len].copy_from_slice(&data);
         dst.data.fill(0);
-        let mut ss = [src.sge(0, len)];
+        let ss = [src.sge(0, len)];
         // SAFETY: registered buffers, untouched until completion.
         unsafe {
-            p.a.post_send(&mut SendWr::write(
-                i as u64,
-                &mut ss,
-                dst.addr(),
-                dst.mr.rkey(),
-            ))
-            .unwrap()
+            p.a.post_send(&mut SendWr::write(i as u64, &ss, dst.addr(), dst.mr.rkey()))
+                .unwrap()
         };
         let wc = ok(&p.cq_a, i as u64);
         assert_eq!(wc.opcode(), WcOpcode::RdmaWrite);
@@ -133,14 +128,14 @@ fn rdma_write_with_immediate() {
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
     );
     src.data.copy_from_slice(&pattern(4096, 3));
-    let mut no_sges: [ferrovia_verbs::Sge; 0] = [];
-    let mut ss = [src.sge(0, 4096)];
+    let no_sges: [ferrovia_verbs::Sge; 0] = [];
+    let ss = [src.sge(0, 4096)];
     // SAFETY: registered buffers, untouched until completion.
     unsafe {
-        p.b.post_recv(&mut RecvWr::new(7, &mut no_sges)).unwrap();
+        p.b.post_recv(&mut RecvWr::new(7, &no_sges)).unwrap();
         p.a.post_send(&mut SendWr::write_with_imm(
             8,
-            &mut ss,
+            &ss,
             dst.addr(),
             dst.mr.rkey(),
             12345,
@@ -166,12 +161,12 @@ fn rdma_read_all_sizes() {
         let data = pattern(len, 90 + i as u8);
         remote.data[..len].copy_from_slice(&data);
         local.data.fill(0);
-        let mut ls = [local.sge(0, len)];
+        let ls = [local.sge(0, len)];
         // SAFETY: registered buffers, untouched until completion.
         unsafe {
             p.a.post_send(&mut SendWr::read(
                 i as u64,
-                &mut ls,
+                &ls,
                 remote.addr(),
                 remote.mr.rkey(),
             ))
@@ -197,32 +192,32 @@ fn thousand_mixed_operations() {
         match i % 3 {
             0 => {
                 a.data[..len].copy_from_slice(&data);
-                let mut rs = [b.sge(0, MAX)];
-                let mut ss = [a.sge(0, len)];
+                let rs = [b.sge(0, MAX)];
+                let ss = [a.sge(0, len)];
                 // SAFETY: registered, untouched until completion.
                 unsafe {
-                    p.b.post_recv(&mut RecvWr::new(i, &mut rs)).unwrap();
-                    p.a.post_send(&mut SendWr::send(i, &mut ss)).unwrap();
+                    p.b.post_recv(&mut RecvWr::new(i, &rs)).unwrap();
+                    p.a.post_send(&mut SendWr::send(i, &ss)).unwrap();
                 }
                 ok(&p.cq_a, i);
                 assert_eq!(ok(&p.cq_b, i).byte_len() as usize, len);
             }
             1 => {
                 a.data[..len].copy_from_slice(&data);
-                let mut ss = [a.sge(0, len)];
+                let ss = [a.sge(0, len)];
                 // SAFETY: registered, untouched until completion.
                 unsafe {
-                    p.a.post_send(&mut SendWr::write(i, &mut ss, b.addr(), b.mr.rkey()))
+                    p.a.post_send(&mut SendWr::write(i, &ss, b.addr(), b.mr.rkey()))
                         .unwrap()
                 };
                 ok(&p.cq_a, i);
             }
             _ => {
                 b.data[..len].copy_from_slice(&data);
-                let mut ls = [a.sge(0, len)];
+                let ls = [a.sge(0, len)];
                 // SAFETY: registered, untouched until completion.
                 unsafe {
-                    p.a.post_send(&mut SendWr::read(i, &mut ls, b.addr(), b.mr.rkey()))
+                    p.a.post_send(&mut SendWr::read(i, &ls, b.addr(), b.mr.rkey()))
                         .unwrap()
                 };
                 ok(&p.cq_a, i);
@@ -249,11 +244,11 @@ fn wrong_rkey_is_a_remote_access_error() {
         64,
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
     );
-    let mut ss = [src.sge(0, 64)];
+    let ss = [src.sge(0, 64)];
     let bad_rkey = dst.mr.rkey() ^ 0x5a5a_0000;
     // SAFETY: registered buffers; the write is refused by the responder.
     unsafe {
-        p.a.post_send(&mut SendWr::write(77, &mut ss, dst.addr(), bad_rkey))
+        p.a.post_send(&mut SendWr::write(77, &ss, dst.addr(), bad_rkey))
             .unwrap()
     };
     let wc = one(&p.cq_a);
@@ -278,11 +273,11 @@ fn sge_outside_its_registration_is_a_local_protection_error() {
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
     );
     // 4 KiB starting 2 KiB into a 4 KiB registration: half of it is outside.
-    let mut ss = [src.sge(2048, 4096)];
+    let ss = [src.sge(2048, 4096)];
     // SAFETY: the device checks the SGE against the MR and refuses it; no
     // memory outside the registration is touched.
     unsafe {
-        p.a.post_send(&mut SendWr::write(5, &mut ss, dst.addr(), dst.mr.rkey()))
+        p.a.post_send(&mut SendWr::write(5, &ss, dst.addr(), dst.mr.rkey()))
             .unwrap()
     };
     let wc = one(&p.cq_a);
@@ -314,15 +309,15 @@ fn wait_wakes_for_a_completion_that_arrives_later() {
     let p = Pair::new();
     let src = Buf::new(&p.pd, 64, AccessFlags::NONE);
     let dst = Buf::new(&p.pd, 64, AccessFlags::LOCAL_WRITE);
-    let mut rs = [dst.sge(0, 64)];
+    let rs = [dst.sge(0, 64)];
     // SAFETY: registered, untouched until completion.
-    unsafe { p.b.post_recv(&mut RecvWr::new(1, &mut rs)).unwrap() };
+    unsafe { p.b.post_recv(&mut RecvWr::new(1, &rs)).unwrap() };
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
-            let mut ss = [src.sge(0, 64)];
+            let ss = [src.sge(0, 64)];
             // SAFETY: registered, untouched until completion.
-            unsafe { p.a.post_send(&mut SendWr::send(2, &mut ss)).unwrap() };
+            unsafe { p.a.post_send(&mut SendWr::send(2, &ss)).unwrap() };
         });
         let start = Instant::now();
         let wc = ok(&p.cq_b, 1);
@@ -337,9 +332,9 @@ fn wait_wakes_for_a_completion_that_arrives_later() {
 fn error_state_flushes_outstanding_receives() {
     let p = Pair::new();
     let dst = Buf::new(&p.pd, 64, AccessFlags::LOCAL_WRITE);
-    let mut rs = [dst.sge(0, 64)];
+    let rs = [dst.sge(0, 64)];
     // SAFETY: registered, untouched until the flush completion.
-    unsafe { p.b.post_recv(&mut RecvWr::new(9, &mut rs)).unwrap() };
+    unsafe { p.b.post_recv(&mut RecvWr::new(9, &rs)).unwrap() };
     p.b.to_error().unwrap();
     assert_eq!(p.b.state().unwrap(), ferrovia_verbs::QpState::Error);
     let wc = one(&p.cq_b);

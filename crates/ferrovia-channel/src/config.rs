@@ -1,0 +1,38 @@
+//! Channel configuration with sane defaults.
+
+use std::time::Duration;
+
+use ferrovia_verbs::{ConnectOptions, QpCaps};
+
+/// How a channel is built and how long it waits.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    /// Device name; `None` takes `FERROVIA_DEVICE` or the first device
+    /// with an active port.
+    pub device: Option<String>,
+    /// Port; `None` takes the first active one.
+    pub port: Option<u8>,
+    /// Queue sizes per peer (default 256 sends, 256 receives, 4 SGEs, 64
+    /// inline bytes).
+    pub caps: QpCaps,
+    /// Transport parameters of the connections.
+    pub connect: ConnectOptions,
+    /// How long a scope waits for outstanding work at its end before it
+    /// flushes it (default 10 s).
+    pub drain_deadline: Duration,
+    /// How long the blocking calls and `spin_poll` wait (default 30 s).
+    pub op_timeout: Duration,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            device: None,
+            port: None,
+            caps: QpCaps::default(),
+            connect: ConnectOptions::default(),
+            drain_deadline: Duration::from_secs(10),
+            op_timeout: Duration::from_secs(30),
+        }
+    }
+}

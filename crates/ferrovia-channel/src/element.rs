@@ -1,0 +1,131 @@
+//! Buffer elements of work requests: gathers read, scatters are written.
+
+use std::marker::PhantomData;
+use std::ops::Range;
+
+use ferrovia_mr::{MrError, RegisteredMemory, Registration};
+use ferrovia_verbs::{AccessFlags, Sge};
+
+use crate::error::{TransportError, TransportResult};
+
+fn sge_for(reg: &Registration<'_>, bytes: &[u8]) -> TransportResult<Sge> {
+    let len =
+        u32::try_from(bytes.len()).map_err(|_| TransportError::TooLong { len: bytes.len() })?;
+    let view = reg.view_of(bytes)?;
+    // The NIC addresses local memory in the registration's RDMA address
+    // space (which differs from the virtual one when zero-based).
+    Ok(Sge::new(view.rdma_addr as u64, len, view.lkey))
+}
+
+/// Bytes a request reads (sends, RDMA writes): borrowed for `'env`, with
+/// their registration's key.
+#[derive(Clone, Copy, Debug)]
+pub struct Gather<'env> {
+    pub(crate) sge: Sge,
+    _bytes: PhantomData<&'env [u8]>,
+}
+
+impl<'env> Gather<'env> {
+    /// `bytes`, which must lie inside `reg`.
+    pub fn new(reg: &'env Registration<'_>, bytes: &'env [u8]) -> TransportResult<Gather<'env>> {
+        Ok(Gather {
+            sge: sge_for(reg, bytes)?,
+            _bytes: PhantomData,
+        })
+    }
+
+    /// All of a registered buffer.
+    pub fn of(buf: &'env RegisteredMemory<'_>) -> TransportResult<Gather<'env>> {
+        Self::new(buf.registration(), buf)
+    }
+
+    /// `range` of a registered buffer.
+    pub fn range(
+        buf: &'env RegisteredMemory<'_>,
+        range: Range<usize>,
+    ) -> TransportResult<Gather<'env>> {
+        let bytes = buf.get(range.clone()).ok_or(out_of(buf, &range))?;
+        Self::new(buf.registration(), bytes)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.sge.length() as usize
+    }
+
+    /// Whether it is empty (never: empty ranges are refused).
+    pub fn is_empty(&self) -> bool {
+        self.sge.length() == 0
+    }
+}
+
+/// Bytes a request writes (receives, RDMA reads): mutably borrowed for
+/// `'env` and moved into the request, so nothing else can touch them until
+/// the request completes and hands them back.
+#[derive(Debug)]
+pub struct Scatter<'env> {
+    pub(crate) sge: Sge,
+    pub(crate) ptr: *mut u8,
+    _bytes: PhantomData<&'env mut [u8]>,
+}
+
+// SAFETY: a Scatter is an exclusive borrow of bytes, like `&'env mut [u8]`.
+unsafe impl Send for Scatter<'_> {}
+
+impl<'env> Scatter<'env> {
+    /// `bytes`, which must lie inside `reg`, registered with local write.
+    pub fn new(
+        reg: &'env Registration<'_>,
+        bytes: &'env mut [u8],
+    ) -> TransportResult<Scatter<'env>> {
+        if !reg.access().contains(AccessFlags::LOCAL_WRITE) {
+            return Err(MrError::AccessNotGranted {
+                what: "a receive or read buffer",
+                needed: "LOCAL_WRITE",
+            }
+            .into());
+        }
+        Ok(Scatter {
+            sge: sge_for(reg, bytes)?,
+            ptr: bytes.as_mut_ptr(),
+            _bytes: PhantomData,
+        })
+    }
+
+    /// All of a registered buffer.
+    pub fn of(buf: &'env mut RegisteredMemory<'_>) -> TransportResult<Scatter<'env>> {
+        let (bytes, reg) = buf.split_mut();
+        Self::new(reg, bytes)
+    }
+
+    /// `range` of a registered buffer.
+    pub fn range(
+        buf: &'env mut RegisteredMemory<'_>,
+        range: Range<usize>,
+    ) -> TransportResult<Scatter<'env>> {
+        let err = out_of(buf, &range);
+        let (bytes, reg) = buf.split_mut();
+        let bytes = bytes.get_mut(range).ok_or(err)?;
+        Self::new(reg, bytes)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.sge.length() as usize
+    }
+
+    /// Whether it is empty (never: empty ranges are refused).
+    pub fn is_empty(&self) -> bool {
+        self.sge.length() == 0
+    }
+}
+
+fn out_of(buf: &RegisteredMemory<'_>, range: &Range<usize>) -> TransportError {
+    MrError::OutOfRange {
+        id: buf.registration().id(),
+        offset: range.start as u64,
+        len: range.end.saturating_sub(range.start) as u64,
+        size: buf.len() as u64,
+    }
+    .into()
+}

@@ -1,0 +1,143 @@
+//! The channel layer's errors.
+
+use ferrovia_mr::MrError;
+use ferrovia_verbs::{CompletionError, VerbsError};
+
+/// Result alias of the channel layer.
+pub type TransportResult<T> = Result<T, TransportError>;
+
+/// Everything that can go wrong posting or completing work.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The verbs layer failed (a verb and its errno).
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    /// A registration or view was refused.
+    #[error(transparent)]
+    Memory(#[from] MrError),
+    /// A work request completed with an error status.
+    #[error(transparent)]
+    Completion(#[from] CompletionError),
+    /// A buffer element is larger than one SGE can describe.
+    #[error("a {len}-byte buffer is longer than one work request element allows (u32::MAX)")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// More elements than a request takes.
+    #[error("{count} buffer elements in one request; at most {max}")]
+    TooManyElements {
+        /// How many were given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The local buffers of a write or read exceed the remote region.
+    #[error("{local} local bytes do not fit the {remote}-byte remote region")]
+    RemoteTooSmall {
+        /// Local bytes.
+        local: u64,
+        /// Remote region length.
+        remote: u64,
+    },
+    /// A peer index beyond the peers of the channel.
+    #[error("peer index {peer} is out of range: there are {count} peers")]
+    NoSuchPeer {
+        /// The index given.
+        peer: usize,
+        /// How many peers exist.
+        count: usize,
+    },
+    /// A send or receive queue stayed full until the deadline.
+    #[error("the {queue} queue of peer {peer} stayed full ({depth} outstanding) for {after:?}")]
+    QueueFull {
+        /// `"send"` or `"receive"`.
+        queue: &'static str,
+        /// The peer index.
+        peer: usize,
+        /// Its depth.
+        depth: u32,
+        /// How long posting waited.
+        after: std::time::Duration,
+    },
+    /// Work did not complete within the wait's timeout.
+    #[error("work request {wr_id} did not complete within {after:?}")]
+    Timeout {
+        /// The request.
+        wr_id: u64,
+        /// How long it was waited for.
+        after: std::time::Duration,
+    },
+    /// The connection was moved to the error state (after a failure or a
+    /// drain deadline); it must be reconnected before posting again.
+    #[error("peer {peer}'s connection is in the error state; reconnect before posting")]
+    Broken {
+        /// The peer index.
+        peer: usize,
+    },
+    /// The configuration is unusable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// Why draining a scope did not end cleanly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "scope drain: {} request(s) failed unobserved{}, {} flushed after the {deadline:?} deadline{}",
+    failed.len(),
+    failed.first().map(|e| format!(" (first: {e})")).unwrap_or_default(),
+    flushed.len(),
+    if *unpolled > 0 { format!(", {unpolled} left unpolled in a manual scope") } else { String::new() }
+)]
+#[non_exhaustive]
+pub struct DrainError {
+    /// Requests that completed with an error nobody polled.
+    pub failed: Vec<CompletionError>,
+    /// wr_ids still outstanding at the deadline, flushed by moving their
+    /// connection to the error state.
+    pub flushed: Vec<u64>,
+    /// The drain deadline.
+    pub deadline: std::time::Duration,
+    /// Requests a manual scope left for the drain to collect.
+    pub unpolled: usize,
+}
+
+/// What [`Channel::scope`](crate::Channel::scope) returns on failure: the
+/// closure's error and the drain's, kept apart.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScopeError<E> {
+    /// The closure failed; every request drained cleanly.
+    #[error("scope closure failed: {0}")]
+    Closure(E),
+    /// The closure succeeded but draining its work did not.
+    #[error(transparent)]
+    Drain(DrainError),
+    /// Both failed.
+    #[error("scope closure failed: {closure}; and {drain}")]
+    Both {
+        /// The closure's error.
+        closure: E,
+        /// The drain's.
+        drain: DrainError,
+    },
+}
+
+impl<E> ScopeError<E> {
+    /// The closure's error, if it failed.
+    pub fn closure(&self) -> Option<&E> {
+        match self {
+            ScopeError::Closure(e) | ScopeError::Both { closure: e, .. } => Some(e),
+            ScopeError::Drain(_) => None,
+        }
+    }
+
+    /// The drain's error, if draining failed.
+    pub fn drain(&self) -> Option<&DrainError> {
+        match self {
+            ScopeError::Drain(d) | ScopeError::Both { drain: d, .. } => Some(d),
+            ScopeError::Closure(_) => None,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What the core hands a transport: plain, `Copy` operations and
+//! completions, independent of verbs or UCX types.
+
+use ferrovia_verbs::{Sge, WcStatus};
+
+use crate::request::MAX_ELEMENTS;
+
+/// The kind of a send-queue operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// Two-sided send.
+    Send,
+    /// One-sided RDMA write.
+    Write,
+    /// One-sided RDMA read.
+    Read,
+}
+
+/// A send-queue operation.
+#[derive(Debug, Clone, Copy)]
+pub struct SendOp {
+    /// Identifies the operation in its completion.
+    pub wr_id: u64,
+    /// What it does.
+    pub kind: OpKind,
+    /// Local buffers (gathered for send/write, scattered for read).
+    pub sges: [Sge; MAX_ELEMENTS],
+    /// How many of `sges` are used.
+    pub num_sge: usize,
+    /// Remote address (write/read).
+    pub remote_addr: u64,
+    /// Remote key (write/read).
+    pub rkey: u32,
+    /// Immediate data (send/write).
+    pub imm: Option<u32>,
+    /// Whether it produces a completion of its own.
+    pub signaled: bool,
+    /// Whether the payload may be copied at post time.
+    pub inline: bool,
+}
+
+impl SendOp {
+    /// The used SGEs.
+    pub fn sges(&self) -> &[Sge] {
+        &self.sges[..self.num_sge]
+    }
+}
+
+/// A receive-queue operation.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvOp {
+    /// Identifies the operation in its completion.
+    pub wr_id: u64,
+    /// Buffers to scatter the message into.
+    pub sges: [Sge; MAX_ELEMENTS],
+    /// How many of `sges` are used.
+    pub num_sge: usize,
+}
+
+impl RecvOp {
+    /// The used SGEs.
+    pub fn sges(&self) -> &[Sge] {
+        &self.sges[..self.num_sge]
+    }
+}
+
+/// A completion as the core sees it; statuses use the verbs vocabulary on
+/// every transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The operation's `wr_id`.
+    pub wr_id: u64,
+    /// Its status.
+    pub status: WcStatus,
+    /// The transport's own error detail.
+    pub vendor_err: u32,
+    /// Bytes received (receives).
+    pub byte_len: u32,
+    /// Immediate data delivered (receives).
+    pub imm: Option<u32>,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Completion {
+            wr_id: 0,
+            status: WcStatus::SUCCESS,
+            vendor_err: 0,
+            byte_len: 0,
+            imm: None,
+        }
+    }
+}

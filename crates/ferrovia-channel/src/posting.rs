@@ -1,0 +1,78 @@
+//! The posts every scope offers, by peer index; the single- and
+//! multi-peer APIs are thin layers over these.
+
+use crate::core::{SendSpec, read_parts};
+use crate::error::TransportResult;
+use crate::op::OpKind;
+use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
+use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork};
+
+impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
+    pub(crate) fn send_to(
+        &mut self,
+        peer: usize,
+        wr: SendWorkRequest<'_, 'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope>> {
+        let spec = SendSpec {
+            kind: OpKind::Send,
+            gather: wr.gather,
+            remote: None,
+            imm: wr.imm,
+        };
+        let t = self.core().post_send(peer, spec, &[], &[])?;
+        Ok(self.handle(t))
+    }
+
+    pub(crate) fn write_to(
+        &mut self,
+        peer: usize,
+        wr: WriteWorkRequest<'_, 'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope>> {
+        let spec = SendSpec {
+            kind: OpKind::Write,
+            gather: wr.gather,
+            remote: Some((wr.remote.addr(), wr.remote.rkey())),
+            imm: wr.imm,
+        };
+        let t = self.core().post_send(peer, spec, &[], &[])?;
+        Ok(self.handle(t))
+    }
+
+    pub(crate) fn receive_from(
+        &mut self,
+        peer: usize,
+        wr: ReceiveWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope>> {
+        let t = self.core().post_recv(peer, &wr.scatter)?;
+        Ok(self.handle(t))
+    }
+
+    pub(crate) fn read_from(
+        &mut self,
+        peer: usize,
+        wr: ReadWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope>> {
+        let (sges, bufs) = read_parts(&wr.scatter);
+        let n = wr.scatter.len;
+        let spec = SendSpec {
+            kind: OpKind::Read,
+            gather: &[],
+            remote: Some((wr.remote.addr(), wr.remote.rkey())),
+            imm: None,
+        };
+        let t = self.core().post_send(peer, spec, &bufs[..n], &sges[..n])?;
+        Ok(self.handle(t))
+    }
+
+    /// Posts sends or writes to one peer as one list: one doorbell per 16,
+    /// only the last signalled (selective signalling).
+    pub(crate) fn list_to(
+        &mut self,
+        peer: usize,
+        specs: &[SendSpec<'_, 'env>],
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
+        let mut tickets = Vec::with_capacity(specs.len());
+        self.core().post_send_list(peer, specs, &mut tickets)?;
+        Ok(tickets.into_iter().map(|t| self.handle(t)).collect())
+    }
+}

@@ -1,0 +1,223 @@
+//! Scopes: posting work whose buffers the borrow checker protects until
+//! the device is done with them.
+
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::time::Duration;
+
+use ferrovia_verbs::{ProtectionDomain, WcStatus};
+
+use crate::core::{ChannelCore, Ticket};
+use crate::error::{ScopeError, TransportError, TransportResult};
+use crate::op::Completion;
+use crate::request::MAX_ELEMENTS;
+use crate::slots::{RawBuf, error_of};
+
+/// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
+/// [`MultiChannel`](crate::MultiChannel), or a type built on them.
+pub trait ScopeTarget {
+    /// The engine posts go through.
+    fn core(&self) -> &ChannelCore;
+    /// The protection domain buffers must be registered in.
+    fn pd(&self) -> &ProtectionDomain;
+}
+
+/// A scoped context for posting RDMA work, created by
+/// [`Channel::scope`](crate::Channel::scope) and friends.
+///
+/// Requests posted through it borrow their buffers for `'env`; the handles
+/// ([`ScopedPendingWork`]) live only for `'scope`. When the scope ends,
+/// everything still outstanding is completed or, past the drain deadline,
+/// flushed, so the device never touches a buffer after its borrow ends.
+/// As with `std::thread::scope`, the scope owns the bookkeeping, so
+/// `mem::forget` on a handle cannot end a borrow early.
+pub struct PollingScope<'scope, 'env: 'scope, C: ?Sized> {
+    pub(crate) target: &'scope C,
+    pub(crate) deadline: Duration,
+    _scope: PhantomData<&'scope mut &'scope ()>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+/// A handle to one posted request, valid inside its scope.
+///
+/// Dropping it is fine: the scope still drains the request (and reports it
+/// if it failed).
+#[must_use = "a pending request is drained at scope end anyway; poll or wait to see its result"]
+pub struct ScopedPendingWork<'scope> {
+    core: &'scope ChannelCore,
+    ticket: Ticket,
+    timeout: Duration,
+    done: bool,
+    _scope: PhantomData<&'scope mut &'scope ()>,
+}
+
+/// A completed request: its completion, and for receives and reads the
+/// buffers it borrowed, handed back.
+#[derive(Debug)]
+pub struct WorkDone<'scope> {
+    completion: Completion,
+    bufs: [Option<&'scope mut [u8]>; MAX_ELEMENTS],
+}
+
+impl<'scope> WorkDone<'scope> {
+    /// The request's wr_id.
+    pub fn wr_id(&self) -> u64 {
+        self.completion.wr_id
+    }
+
+    /// Bytes received (receives).
+    pub fn byte_len(&self) -> usize {
+        self.completion.byte_len as usize
+    }
+
+    /// Immediate data delivered with a receive.
+    pub fn imm(&self) -> Option<u32> {
+        self.completion.imm
+    }
+
+    /// The first buffer of a receive or read, handed back for reading.
+    pub fn into_buffer(self) -> Option<&'scope mut [u8]> {
+        self.into_buffers().next()
+    }
+
+    /// The received bytes: the first buffer cut to what arrived.
+    pub fn into_received(self) -> Option<&'scope mut [u8]> {
+        let n = self.byte_len();
+        self.into_buffer().map(|b| {
+            let n = n.min(b.len());
+            &mut b[..n]
+        })
+    }
+
+    /// All buffers of a receive or read, in order.
+    pub fn into_buffers(self) -> impl Iterator<Item = &'scope mut [u8]> {
+        self.bufs.into_iter().flatten()
+    }
+}
+
+impl<'scope> ScopedPendingWork<'scope> {
+    pub(crate) fn new(core: &'scope ChannelCore, ticket: Ticket) -> Self {
+        ScopedPendingWork {
+            core,
+            ticket,
+            timeout: core.cfg.op_timeout,
+            done: false,
+            _scope: PhantomData,
+        }
+    }
+
+    /// The wr_id the request was posted with.
+    pub fn wr_id(&self) -> u64 {
+        self.ticket.wr_id()
+    }
+
+    /// Polls the completion queue once; `Ok(Some)` when this request is
+    /// complete, `Ok(None)` while it is outstanding.
+    pub fn poll(&mut self) -> TransportResult<Option<WorkDone<'scope>>> {
+        if self.done {
+            return Err(TransportError::Config("this work was already taken".into()));
+        }
+        match self.core.try_take(self.ticket, true)? {
+            Some(done) => self.finish(done).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Busy-polls until the request completes (lowest latency), up to the
+    /// channel's operation timeout.
+    pub fn spin_poll(mut self) -> TransportResult<WorkDone<'scope>> {
+        let done = self.core.wait_for(self.ticket, self.timeout, true)?;
+        self.finish(done)
+    }
+
+    /// Sleeps on the completion channel until the request completes or
+    /// `timeout` passes.
+    pub fn wait(mut self, timeout: Duration) -> TransportResult<WorkDone<'scope>> {
+        let done = self.core.wait_for(self.ticket, timeout, false)?;
+        self.finish(done)
+    }
+
+    fn finish(
+        &mut self,
+        (c, raw, n): (Completion, [RawBuf; MAX_ELEMENTS], usize),
+    ) -> TransportResult<WorkDone<'scope>> {
+        self.done = true;
+        if c.status != WcStatus::SUCCESS {
+            return Err(error_of(&c).into());
+        }
+        let mut bufs: [Option<&'scope mut [u8]>; MAX_ELEMENTS] = Default::default();
+        for (out, b) in bufs.iter_mut().zip(&raw[..n]) {
+            // SAFETY: `b` was an `&'env mut [u8]` moved into the request
+            // ('env: 'scope); the request has completed, so the device no
+            // longer writes it, and its slot was released, so it is handed
+            // out exactly once.
+            *out = Some(unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) });
+        }
+        Ok(WorkDone {
+            completion: c,
+            bufs,
+        })
+    }
+}
+
+impl Drop for ScopedPendingWork<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.core.detach(self.ticket);
+        }
+    }
+}
+
+impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
+    /// Sets how long the end of this scope waits for outstanding work
+    /// before flushing it.
+    pub fn set_drain_deadline(&mut self, deadline: Duration) {
+        self.deadline = deadline;
+    }
+
+    pub(crate) fn core(&self) -> &'scope ChannelCore {
+        self.target.core()
+    }
+
+    pub(crate) fn handle(&self, t: Ticket) -> ScopedPendingWork<'scope> {
+        ScopedPendingWork::new(self.core(), t)
+    }
+
+    /// Polls the completion queue once, routing what arrived to its
+    /// handles; returns how many completions arrived.
+    pub fn progress(&mut self) -> TransportResult<usize> {
+        self.core().progress()
+    }
+}
+
+/// Runs `f` in a scope over `target`, then drains. Used by every scope
+/// entry point.
+pub fn run_scope<'env, C, F, T, E>(target: &'env C, manual: bool, f: F) -> Result<T, ScopeError<E>>
+where
+    C: ScopeTarget + ?Sized,
+    F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, C>) -> Result<T, E>,
+{
+    let mut scope = PollingScope {
+        target,
+        deadline: target.core().cfg.drain_deadline,
+        _scope: PhantomData,
+        _env: PhantomData,
+    };
+    // A panic in the closure must not skip the drain: unwind only after
+    // the device is done with every borrowed buffer.
+    let outcome = catch_unwind(AssertUnwindSafe(|| f(&mut scope)));
+    let drained = target.core().drain(scope.deadline, manual);
+    let result = match outcome {
+        Ok(r) => r,
+        Err(panic) => resume_unwind(panic),
+    };
+    match (result, drained) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Err(e), Ok(())) => Err(ScopeError::Closure(e)),
+        (Ok(_), Err(d)) => Err(ScopeError::Drain(d)),
+        (Err(e), Err(d)) => Err(ScopeError::Both {
+            closure: e,
+            drain: d,
+        }),
+    }
+}

@@ -1,0 +1,176 @@
+//! The verbs implementation of the transport seam: RC queue pairs sharing
+//! one completion queue. This module and `core`'s hand-off of buffers are
+//! the only places with `unsafe` in the crate.
+
+use std::time::Duration;
+
+use ferrovia_verbs::{
+    CompletionQueue, Endpoint, ProtectionDomain, QueuePair, RecvWr, SendWr, Sge, VerbsError,
+    WorkCompletion,
+};
+
+use crate::config::ChannelConfig;
+use crate::error::{TransportError, TransportResult};
+use crate::op::{Completion, OpKind, RecvOp, SendOp};
+use crate::transport::Transport;
+
+/// How many work requests are linked into one doorbell at most.
+const CHUNK: usize = 16;
+/// Completions taken per poll.
+const POLL_BATCH: usize = 32;
+
+/// Verbs RC queue pairs, one per peer, sharing a PD and a CQ.
+pub struct VerbsTransport {
+    pub(crate) pd: ProtectionDomain,
+    pub(crate) cq: CompletionQueue,
+    pub(crate) qps: Vec<QueuePair>,
+}
+
+impl VerbsTransport {
+    pub(crate) fn new(
+        pd: &ProtectionDomain,
+        peers: usize,
+        cfg: &ChannelConfig,
+    ) -> TransportResult<Self> {
+        if peers == 0 {
+            return Err(TransportError::Config(
+                "a channel needs at least one peer".into(),
+            ));
+        }
+        let ctx = pd.context();
+        let per_peer = cfg.caps.max_send_wr + cfg.caps.max_recv_wr;
+        let depth = per_peer.checked_mul(peers as u32).ok_or_else(|| {
+            TransportError::Config(format!("{peers} peers × {per_peer} entries overflow a CQ"))
+        })?;
+        let cq = CompletionQueue::with_channel(&ctx, depth)?;
+        let mut qps = Vec::with_capacity(peers);
+        for _ in 0..peers {
+            let mut b = QueuePair::builder(pd, &cq, &cq).caps(cfg.caps);
+            if let Some(port) = cfg.port {
+                b = b.port(port);
+            }
+            qps.push(b.build()?);
+        }
+        Ok(VerbsTransport {
+            pd: pd.clone(),
+            cq,
+            qps,
+        })
+    }
+
+    pub(crate) fn endpoint(&self, peer: usize) -> Endpoint {
+        self.qps[peer].endpoint()
+    }
+
+    fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
+        self.qps.get(peer).ok_or(TransportError::NoSuchPeer {
+            peer,
+            count: self.qps.len(),
+        })
+    }
+}
+
+fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
+    let wr = match (op.kind, op.imm) {
+        (OpKind::Send, None) => SendWr::send(op.wr_id, sges),
+        (OpKind::Send, Some(imm)) => SendWr::send_with_imm(op.wr_id, sges, imm),
+        (OpKind::Write, None) => SendWr::write(op.wr_id, sges, op.remote_addr, op.rkey),
+        (OpKind::Write, Some(imm)) => {
+            SendWr::write_with_imm(op.wr_id, sges, op.remote_addr, op.rkey, imm)
+        }
+        (OpKind::Read, _) => SendWr::read(op.wr_id, sges, op.remote_addr, op.rkey),
+    };
+    wr.signaled(op.signaled).inline(op.inline)
+}
+
+fn to_completion(wc: &WorkCompletion) -> Completion {
+    Completion {
+        wr_id: wc.wr_id(),
+        status: wc.status(),
+        vendor_err: wc.error().vendor_err,
+        byte_len: wc.byte_len(),
+        imm: if wc.is_success() { wc.imm_data() } else { None },
+    }
+}
+
+impl Transport for VerbsTransport {
+    fn peers(&self) -> usize {
+        self.qps.len()
+    }
+
+    fn send_depth(&self, peer: usize) -> u32 {
+        self.qps[peer].caps().max_send_wr
+    }
+
+    fn recv_depth(&self, peer: usize) -> u32 {
+        self.qps[peer].caps().max_recv_wr
+    }
+
+    fn max_inline(&self, peer: usize) -> u32 {
+        self.qps[peer].caps().max_inline_data
+    }
+
+    unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
+        let qp = self.qp(peer)?;
+        if let [op] = ops {
+            let mut wr = to_wr(op, op.sges());
+            // SAFETY: forwarded to the caller's contract.
+            return Ok(unsafe { qp.post_send(&mut wr) }?);
+        }
+        for chunk in ops.chunks(CHUNK) {
+            let mut wrs: [SendWr<'_>; CHUNK] = std::array::from_fn(|i| match chunk.get(i) {
+                Some(op) => to_wr(op, op.sges()),
+                None => SendWr::send(0, &[]),
+            });
+            let wrs = &mut wrs[..chunk.len()];
+            ferrovia_verbs::link_send(wrs);
+            // SAFETY: forwarded to the caller's contract; the list was
+            // just linked within `wrs`.
+            unsafe { qp.post_send(&mut wrs[0]) }?;
+        }
+        Ok(())
+    }
+
+    unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        let qp = self.qp(peer)?;
+        for chunk in ops.chunks(CHUNK) {
+            let mut wrs: [RecvWr<'_>; CHUNK] = std::array::from_fn(|i| match chunk.get(i) {
+                Some(op) => RecvWr::new(op.wr_id, op.sges()),
+                None => RecvWr::new(0, &[]),
+            });
+            let wrs = &mut wrs[..chunk.len()];
+            ferrovia_verbs::link_recv(wrs);
+            // SAFETY: forwarded to the caller's contract.
+            unsafe { qp.post_recv(&mut wrs[0]) }?;
+        }
+        Ok(())
+    }
+
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
+        let n = out.len().min(POLL_BATCH);
+        let got = self.cq.poll(&mut wcs[..n])?;
+        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
+            *o = to_completion(wc);
+        }
+        Ok(got)
+    }
+
+    fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
+        let n = out.len().clamp(1, POLL_BATCH);
+        let got = match self.cq.wait(&mut wcs[..n], timeout) {
+            Ok(got) => got,
+            Err(VerbsError::Timeout { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
+            *o = to_completion(wc);
+        }
+        Ok(got)
+    }
+
+    fn flush(&self, peer: usize) -> TransportResult<()> {
+        Ok(self.qp(peer)?.to_error()?)
+    }
+}
