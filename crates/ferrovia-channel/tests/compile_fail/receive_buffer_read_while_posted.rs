@@ -1,0 +1,16 @@
+// A receive buffer cannot be read while its receive is posted: the
+// request holds the only (mutable) borrow until it completes.
+use ferrovia_channel::{Channel, ReceiveWorkRequest, Scatter, TransportError};
+use ferrovia_mr::RegisterOptions;
+
+fn main() {
+    let mut ch = Channel::builder().build().unwrap();
+    let mut inbox = ch.registry().register_buffer(vec![0u8; 8], RegisterOptions::local()).unwrap();
+    ch.scope(|s| {
+        let _pending = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
+        let peek = inbox[0];
+        let _ = peek;
+        Ok::<_, TransportError>(())
+    })
+    .unwrap();
+}
