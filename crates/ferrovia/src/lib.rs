@@ -1,10 +1,60 @@
 //! ferrovia: RDMA verbs for Rust, safely.
 //!
-//! The facade re-exports every layer: [`sys`] (raw libibverbs, the escape
-//! hatch), [`verbs`] (safe RAII verbs objects), and, as they land, the
-//! memory registry, the scoped channel core, the multi-peer node and the UCX
-//! fallback transport.
+//! The facade re-exports every layer as a module, and the everyday types at
+//! the root:
+//!
+//! | module | crate | what |
+//! |---|---|---|
+//! | [`sys`] | `ferrovia-sys` | raw libibverbs bindings: the documented escape hatch |
+//! | [`verbs`] | `ferrovia-verbs` | safe RAII verbs objects: device, context, PD, CQ, RC QP, MR |
+//! | [`mr`] | `ferrovia-mr` | memory-region registry, views, remote descriptors |
+//! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
+//! | [`node`] | `ferrovia-node` | the multi-peer `Node` (in progress) |
+//! | `ucx` | `ferrovia-ucx` | the UCX fallback transport, with the `ucx` feature (in progress) |
+//!
+//! # Features
+//! - `ucx`: the UCX fallback transport as `ferrovia::ucx` (needs `libucx-dev`).
+//!
+//! # Quick start
+//! ```no_run
+//! use std::time::Duration;
+//! use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut a = Channel::builder().build()?;
+//! let mut b = Channel::builder().build()?;
+//! let (ea, eb) = (a.endpoint(), b.endpoint()); // normally exchanged over the network
+//! a.connect(&eb)?;
+//! b.connect(&ea)?;
+//!
+//! let msg = a.registry().register_buffer(b"hello, rdma".to_vec(), RegisterOptions::local())?;
+//! let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
+//! b.scope(|s| {
+//!     // The receive borrows `inbox` until it completes; the compiler
+//!     // refuses any other use of it meanwhile.
+//!     let pending = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
+//!     a.send(&[Gather::of(&msg)?])?;
+//!     let got = pending.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
+//!     println!("received {:?}", std::str::from_utf8(got));
+//!     Ok::<_, TransportError>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
+pub use ferrovia_channel as channel;
+pub use ferrovia_mr as mr;
+pub use ferrovia_node as node;
 pub use ferrovia_sys as sys;
+#[cfg(feature = "ucx")]
+pub use ferrovia_ucx as ucx;
 pub use ferrovia_verbs as verbs;
+
+pub use ferrovia_channel::{
+    Channel, ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest, PeerReceiveWorkRequest,
+    PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter,
+    ScopeError, ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone, WriteWorkRequest,
+};
+pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
+pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
