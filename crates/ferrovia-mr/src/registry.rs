@@ -53,36 +53,68 @@ pub(crate) struct RegistryInner {
 #[derive(Default)]
 struct Table {
     /// Keyed by (start address, id): overlapping registrations coexist.
-    by_start: BTreeMap<(usize, usize), Arc<Segment>>,
+    by_start: BTreeMap<(usize, usize), Entry>,
     /// Longest live segment: bounds how far back a lookup must scan.
     max_len: usize,
 }
 
+/// What a lookup needs, stored in the map itself so a hit touches no
+/// segment behind a pointer.
+struct Entry {
+    end: usize,
+    rdma_base: u64,
+    lkey: u32,
+    rkey: u32,
+    seg: Arc<Segment>,
+}
+
+impl Entry {
+    fn view(&self, start: usize, id: usize, addr: usize, len: usize) -> MemoryRegionView {
+        MemoryRegionView {
+            id,
+            virtual_addr: addr,
+            rdma_addr: (self.rdma_base as usize).wrapping_add(addr - start),
+            size: len,
+            lkey: self.lkey,
+            rkey: self.rkey,
+        }
+    }
+}
+
 impl Table {
-    /// Segments that could contain `addr`, nearest start first.
-    fn candidates(&self, addr: usize) -> impl Iterator<Item = &Arc<Segment>> {
+    /// Entries that could contain `addr`, nearest start first, as
+    /// ((start, id), entry).
+    fn candidates(&self, addr: usize) -> impl Iterator<Item = (&(usize, usize), &Entry)> {
         let floor = addr.saturating_sub(self.max_len);
-        self.by_start
-            .range((floor, 0)..=(addr, usize::MAX))
-            .rev()
-            .map(|(_, s)| s)
+        self.by_start.range((floor, 0)..=(addr, usize::MAX)).rev()
     }
 
-    /// The tightest segment covering `[addr, end)`.
-    fn covering(&self, addr: usize, end: usize) -> Option<&Arc<Segment>> {
-        self.candidates(addr)
-            .filter(|s| s.covers(addr, end))
-            .min_by_key(|s| (s.len, s.id))
+    /// The tightest registration covering `[addr, end)`.
+    fn covering(&self, addr: usize, end: usize) -> Option<MemoryRegionView> {
+        let mut best: Option<(usize, usize, &Entry)> = None;
+        for (&(start, id), e) in self.candidates(addr) {
+            if e.end >= end && best.is_none_or(|(s, i, b)| (e.end - start, id) < (b.end - s, i)) {
+                best = Some((start, id, e));
+            }
+        }
+        best.map(|(start, id, e)| e.view(start, id, addr, end - addr))
     }
 
     fn containing(&self, addr: usize) -> Option<&Arc<Segment>> {
-        self.candidates(addr).find(|s| s.contains(addr))
+        self.candidates(addr)
+            .find(|(_, e)| addr < e.end)
+            .map(|(_, e)| &e.seg)
     }
 
     fn remove(&mut self, seg: &Segment) {
         self.by_start.remove(&(seg.addr, seg.id));
         if seg.len == self.max_len {
-            self.max_len = self.by_start.values().map(|s| s.len).max().unwrap_or(0);
+            self.max_len = self
+                .by_start
+                .iter()
+                .map(|(&(s, _), e)| e.end - s)
+                .max()
+                .unwrap_or(0);
         }
     }
 }
@@ -171,7 +203,7 @@ impl MrRegistry {
         let end = checked_end(start as u64, len as u64)? as usize;
         {
             let table = self.inner.table.read();
-            let found = table.candidates(start).find(|s| {
+            let found = table.candidates(start).map(|(_, e)| &e.seg).find(|s| {
                 s.covers(start, end)
                     && s.owned.is_none()
                     && s.access.contains(opts.access)
@@ -215,7 +247,14 @@ impl MrRegistry {
             len,
         });
         let mut table = self.inner.table.write();
-        table.by_start.insert((seg.addr, seg.id), seg.clone());
+        let entry = Entry {
+            end: seg.end(),
+            rdma_base: seg.rdma_base,
+            lkey: seg.lkey,
+            rkey: seg.rkey,
+            seg: seg.clone(),
+        };
+        table.by_start.insert((seg.addr, seg.id), entry);
         table.max_len = table.max_len.max(len);
         let c = &self.inner.counters;
         c.made.fetch_add(1, Relaxed);
@@ -229,9 +268,9 @@ impl MrRegistry {
     pub fn view(&self, addr: usize, len: usize) -> Result<MemoryRegionView, MrError> {
         let end = checked_end(addr as u64, len as u64)? as usize;
         let table = self.inner.table.read();
-        if let Some(seg) = table.covering(addr, end) {
+        if let Some(view) = table.covering(addr, end) {
             self.inner.counters.hit();
-            return Ok(seg.view_unchecked(addr, len));
+            return Ok(view);
         }
         self.inner.counters.miss();
         let first = table.containing(addr);

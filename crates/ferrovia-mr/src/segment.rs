@@ -103,10 +103,6 @@ impl Segment {
         self.addr <= addr && end <= self.end()
     }
 
-    pub(crate) fn contains(&self, addr: usize) -> bool {
-        self.addr <= addr && addr < self.end()
-    }
-
     /// The view of `[addr, addr+len)`, which the caller checked is covered.
     pub(crate) fn view_unchecked(&self, addr: usize, len: usize) -> MemoryRegionView {
         let offset = addr - self.addr;

@@ -52,9 +52,10 @@ pub use ferrovia_ucx as ucx;
 pub use ferrovia_verbs as verbs;
 
 pub use ferrovia_channel::{
-    Channel, ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest, PeerReceiveWorkRequest,
-    PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter,
-    ScopeError, ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone, WriteWorkRequest,
+    Channel, ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest,
+    PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope,
+    ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopedPendingWork, SendWorkRequest,
+    TransportError, TransportResult, WorkDone, WriteWorkRequest,
 };
 pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
