@@ -1,0 +1,397 @@
+//! Reading libtest's summary lines (`test result: ok. 3 passed; 0 failed;
+//! 1 ignored; ...`), the only stable part of a test binary's output, from
+//! commands whose stdout is shown live and counted at the same time.
+
+use std::io::Read;
+use std::ops::AddAssign;
+use std::process::{Command, ExitStatus, Stdio};
+
+use crate::cmd;
+use crate::failure::{Failure, Result};
+
+/// Test counts of one or more test binaries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tally {
+    pub(crate) passed: u64,
+    pub(crate) failed: u64,
+    pub(crate) ignored: u64,
+}
+
+impl AddAssign for Tally {
+    fn add_assign(&mut self, other: Tally) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.ignored += other.ignored;
+    }
+}
+
+impl Tally {
+    /// The counts as the small text file `device-tests --totals` writes.
+    pub(crate) fn to_totals_text(self) -> String {
+        format!(
+            "passed {}\nfailed {}\nignored {}\n",
+            self.passed, self.failed, self.ignored
+        )
+    }
+
+    /// Inverse of [`Tally::to_totals_text`]; `None` unless all three counts
+    /// are there (a file cut short proves nothing).
+    pub(crate) fn from_totals_text(text: &str) -> Option<Tally> {
+        let (mut passed, mut failed, mut ignored) = (None, None, None);
+        for line in text.lines() {
+            let (key, value) = line.trim().split_once(' ')?;
+            let value = value.trim().parse::<u64>().ok()?;
+            match key {
+                "passed" => passed = Some(value),
+                "failed" => failed = Some(value),
+                "ignored" => ignored = Some(value),
+                _ => return None,
+            }
+        }
+        Some(Tally {
+            passed: passed?,
+            failed: failed?,
+            ignored: ignored?,
+        })
+    }
+}
+
+/// Sums the `test result:` lines of a stream that arrives in arbitrary
+/// chunks (pipe reads split lines anywhere).
+#[derive(Debug, Default)]
+pub(crate) struct Counter {
+    partial: Vec<u8>,
+    /// The current line grew past [`Counter::MAX_LINE`]: not a summary line,
+    /// skipped up to its newline.
+    overlong: bool,
+    tally: Tally,
+    summaries: usize,
+}
+
+impl Counter {
+    /// Longer lines are no libtest summary; not buffering them bounds memory.
+    const MAX_LINE: usize = 64 * 1024;
+
+    /// Takes the next chunk of the stream.
+    pub(crate) fn feed(&mut self, mut chunk: &[u8]) {
+        while let Some(at) = chunk.iter().position(|&b| b == b'\n') {
+            if !self.overlong {
+                self.partial.extend_from_slice(&chunk[..at]);
+                let line = std::mem::take(&mut self.partial);
+                self.line(&line);
+            }
+            self.partial.clear();
+            self.overlong = false;
+            chunk = &chunk[at + 1..];
+        }
+        if !self.overlong {
+            self.partial.extend_from_slice(chunk);
+            if self.partial.len() > Self::MAX_LINE {
+                self.partial = Vec::new();
+                self.overlong = true;
+            }
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        if let Some(result) = parse_result_line(&String::from_utf8_lossy(line)) {
+            self.tally += result;
+            self.summaries += 1;
+        }
+    }
+
+    /// The sum of every summary line, the last one even without a newline,
+    /// and how many summary lines there were.
+    pub(crate) fn finish(mut self) -> (Tally, usize) {
+        if !self.overlong && !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line);
+        }
+        (self.tally, self.summaries)
+    }
+}
+
+/// What [`run_counting`] saw.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    /// The sum of all `test result:` lines on stdout.
+    pub(crate) tally: Tally,
+    /// How many `test result:` lines there were.
+    pub(crate) summaries: usize,
+    pub(crate) status: ExitStatus,
+}
+
+/// Runs `cmd` with its stdout passed through to ours as it comes (chunks,
+/// not lines, so a test's name shows while it runs) and counted; stderr is
+/// inherited untouched (cargo's progress and colours stay). A closed stdout
+/// of ours does not stop the command: its output is then only counted.
+pub(crate) fn run_counting(cmd: &mut Command) -> Result<Counted> {
+    run_counting_into(cmd, &mut crate::out::raw)
+}
+
+/// [`run_counting`] with the output passed to `echo` instead of stdout.
+fn run_counting_into(cmd: &mut Command, echo: &mut dyn FnMut(&[u8])) -> Result<Counted> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Failure::new(format!("cannot run `{}`: {e}", cmd::describe(cmd))))?;
+    let mut counter = Counter::default();
+    if let Some(mut stdout) = child.stdout.take() {
+        let mut buf = [0u8; 8192];
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    echo(&buf[..n]);
+                    counter.feed(&buf[..n]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Failure::new(format!("waiting for `{}`: {e}", cmd::describe(cmd))))?;
+    let (tally, summaries) = counter.finish();
+    Ok(Counted {
+        tally,
+        summaries,
+        status,
+    })
+}
+
+/// The counts of a `test result:` line, or `None` for any other line.
+pub(crate) fn parse_result_line(line: &str) -> Option<Tally> {
+    let line = strip_ansi(line);
+    let rest = line.trim_start().strip_prefix("test result:")?;
+    let words: Vec<&str> = rest
+        .split(|c: char| c.is_whitespace() || c == ';' || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut tally = Tally::default();
+    let mut found = false;
+    for pair in words.windows(2) {
+        let Ok(count) = pair[0].parse::<u64>() else {
+            continue;
+        };
+        let slot = match pair[1] {
+            "passed" => &mut tally.passed,
+            "failed" => &mut tally.failed,
+            "ignored" => &mut tally.ignored,
+            _ => continue,
+        };
+        *slot = count;
+        found = true;
+    }
+    found.then_some(tally)
+}
+
+/// Removes terminal colour sequences (`ESC [ ... m`), which libtest emits
+/// when told `--color=always`.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for next in chars.by_ref() {
+                if next.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ok_and_failed_summaries() {
+        let ok = "test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.01s";
+        assert_eq!(
+            parse_result_line(ok),
+            Some(Tally {
+                passed: 3,
+                failed: 0,
+                ignored: 1
+            })
+        );
+        let failed = "test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 5 filtered out; finished in 1.20s";
+        assert_eq!(
+            parse_result_line(failed),
+            Some(Tally {
+                passed: 1,
+                failed: 2,
+                ignored: 0
+            })
+        );
+    }
+
+    #[test]
+    fn parses_coloured_summary() {
+        let line = "test result: \u{1b}[32mok\u{1b}[0m. 2 passed; 0 failed; 0 ignored; 0 measured";
+        assert_eq!(
+            parse_result_line(line),
+            Some(Tally {
+                passed: 2,
+                failed: 0,
+                ignored: 0
+            })
+        );
+    }
+
+    #[test]
+    fn ignores_other_lines() {
+        assert_eq!(parse_result_line("running 0 tests"), None);
+        assert_eq!(parse_result_line("test foo ... ok"), None);
+        assert_eq!(parse_result_line("test result: nonsense"), None);
+    }
+
+    fn counted(chunks: &[&[u8]]) -> (Tally, usize) {
+        let mut counter = Counter::default();
+        for chunk in chunks {
+            counter.feed(chunk);
+        }
+        counter.finish()
+    }
+
+    /// `cargo test --workspace` output: unit tests, an integration test
+    /// binary with nothing in it, a failing binary, doctests.
+    const CARGO_TEST_OUTPUT: &str = "\
+running 3 tests
+test a ... ok
+test b ... ok
+test c ... ignored
+
+test result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+running 0 tests
+
+test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+running 2 tests
+test d ... FAILED
+test e ... ok
+
+failures:
+    d
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s
+
+   Doc-tests ferrovia_mr
+
+running 4 tests
+test src/lib.rs - (line 5) ... ok
+test src/lib.rs - (line 9) ... ignored
+
+test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.30s
+
+";
+
+    #[test]
+    fn sums_every_summary_line_including_doctests() {
+        let want = Tally {
+            passed: 6,
+            failed: 1,
+            ignored: 2,
+        };
+        assert_eq!(counted(&[CARGO_TEST_OUTPUT.as_bytes()]), (want, 4));
+        // Split at every possible place, and byte by byte: the same sums.
+        let bytes = CARGO_TEST_OUTPUT.as_bytes();
+        for at in 0..bytes.len() {
+            assert_eq!(counted(&[&bytes[..at], &bytes[at..]]), (want, 4), "{at}");
+        }
+        let bytes: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(counted(&bytes), (want, 4));
+    }
+
+    #[test]
+    fn counts_a_last_line_without_newline() {
+        let (tally, summaries) = counted(&[b"test result: ok. 5 passed; 0 failed; 0 ignored"]);
+        assert_eq!((tally.passed, summaries), (5, 1));
+    }
+
+    #[test]
+    fn skips_overlong_lines() {
+        let long = vec![b'x'; Counter::MAX_LINE + 10];
+        let (tally, summaries) = counted(&[
+            &long,
+            b"test result: ok. 9 passed; 0 failed\n",
+            b"test result: ok. 1 passed; 0 failed; 0 ignored\n",
+        ]);
+        // The summary-looking tail of the overlong line does not count.
+        assert_eq!((tally.passed, summaries), (1, 1));
+    }
+
+    #[test]
+    fn totals_text_round_trips() {
+        let tally = Tally {
+            passed: 7,
+            failed: 1,
+            ignored: 2,
+        };
+        assert_eq!(
+            Tally::from_totals_text(&tally.to_totals_text()),
+            Some(tally)
+        );
+        assert_eq!(Tally::from_totals_text("passed 7\nfailed 1\n"), None);
+        assert_eq!(Tally::from_totals_text(""), None);
+        assert_eq!(
+            Tally::from_totals_text("passed x\nfailed 1\nignored 0\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn runs_and_counts_a_command() {
+        let mut sh = Command::new("sh");
+        sh.args([
+            "-c",
+            "printf 'test result: ok. 2 passed; 0 failed; 1 ignored\\n'; \
+             printf 'test result: FAILED. 1 passed; 3 failed; 0 ignored\\n'; exit 101",
+        ]);
+        // Not echoed to stdout: `cargo xtask test` counts this test's output.
+        let mut echoed = Vec::new();
+        let counted = run_counting_into(&mut sh, &mut |b| echoed.extend_from_slice(b)).unwrap();
+        assert_eq!(echoed.iter().filter(|&&b| b == b'\n').count(), 2);
+        assert_eq!(
+            counted.tally,
+            Tally {
+                passed: 3,
+                failed: 3,
+                ignored: 1
+            }
+        );
+        assert_eq!(counted.summaries, 2);
+        assert_eq!(counted.status.code(), Some(101));
+    }
+
+    #[test]
+    fn tallies_add_up() {
+        let mut total = Tally::default();
+        total += Tally {
+            passed: 1,
+            failed: 2,
+            ignored: 3,
+        };
+        total += Tally {
+            passed: 10,
+            failed: 0,
+            ignored: 1,
+        };
+        assert_eq!(
+            total,
+            Tally {
+                passed: 11,
+                failed: 2,
+                ignored: 4
+            }
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! `cargo xtask test [-- CARGO_TEST_ARGS [-- TEST_ARGS]]`: the project's
+//! whole test run, as README and CI use it: packages, layering, host tests,
+//! then the device tests on a real or VM-provided RDMA device. It ends with
+//! two lines, the last one `ferrovia: N passed, M failed` for CI.
+//!
+//! `cargo xtask ci [...]`: rustfmt, clippy and rustdoc checks, then the same.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::device_tests::{self, TestBinary};
+use crate::failure::{Failure, Result, io_failure};
+use crate::libtest::Tally;
+use crate::vm::{self, VmOptions};
+use crate::{cargo_artifacts, cmd, deps, layering, libtest, rdma_devices, workspace};
+
+/// Which subcommand runs the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `cargo xtask test`: packages, layering, host tests, device tests.
+    Test,
+    /// `cargo xtask ci`: the same, after rustfmt, clippy and rustdoc.
+    Ci,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Test => "test",
+            Mode::Ci => "ci",
+        }
+    }
+}
+
+/// The tests counted so far.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    host: Tally,
+    device: Tally,
+}
+
+/// `cargo xtask test ...` or `cargo xtask ci ...`. Always ends with the two
+/// closing lines CI reads (see [`closing_lines`]), failure or not; a
+/// failure's message is printed before them.
+pub(crate) fn command(mode: Mode, args: &[OsString]) -> Result<u8> {
+    let started = Instant::now();
+    let mut counts = Counts::default();
+    let result = run(mode, args, &mut counts);
+    if let Err(failure) = &result {
+        eprintln!("xtask {}: {failure}", mode.name());
+        let _ = std::io::stderr().flush();
+    }
+    say!(
+        "{}",
+        closing_lines(&counts, started.elapsed().as_secs_f64())
+    );
+    result.map(|()| 0).map_err(Failure::reported)
+}
+
+/// The last two lines of a run: the split, then the plain
+/// `ferrovia: N passed, M failed` that CI counts.
+fn closing_lines(counts: &Counts, seconds: f64) -> String {
+    format!(
+        "xtask test: host tests {} passed; device tests {} passed; total time {seconds:.1} s\n\
+         ferrovia: {} passed, {} failed",
+        counts.host.passed,
+        counts.device.passed,
+        counts.host.passed + counts.device.passed,
+        counts.host.failed + counts.device.failed,
+    )
+}
+
+/// A failed step whose output counted no failed test (a test binary that
+/// crashed, a compile error, a VM that did not boot, zero device tests) is
+/// one failure, so that the closing line never says `0 failed` for a run
+/// that failed in its tests.
+fn settle(mut tally: Tally, ok: bool) -> Tally {
+    if !ok && tally.failed == 0 {
+        tally.failed = 1;
+    }
+    tally
+}
+
+/// Splits `[--] [CARGO_ARGS] [-- TEST_ARGS]`.
+fn split_args(args: &[OsString]) -> (&[OsString], &[OsString]) {
+    let args = match args.first() {
+        Some(first) if first == "--" => &args[1..],
+        _ => args,
+    };
+    match args.iter().position(|a| a == "--") {
+        Some(at) => (&args[..at], &args[at + 1..]),
+        None => (args, &[][..]),
+    }
+}
+
+/// Prints `xtask test: [n/N] what`.
+struct Steps {
+    mode: Mode,
+    done: usize,
+}
+
+impl Steps {
+    fn total(&self) -> usize {
+        match self.mode {
+            Mode::Test => 4,
+            Mode::Ci => 4 + CHECKS.len(),
+        }
+    }
+
+    fn next(&mut self, what: &str) {
+        self.done += 1;
+        say!(
+            "xtask {}: [{}/{}] {what}",
+            self.mode.name(),
+            self.done,
+            self.total()
+        );
+    }
+}
+
+/// The static checks `cargo xtask ci` runs before the tests, in order.
+const CHECKS: &[&[&str]] = &[
+    &["fmt", "--all", "--", "--check"],
+    &[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ],
+    &["doc", "--workspace", "--no-deps"],
+];
+
+/// The cargo command of a [`CHECKS`] entry; rustdoc warnings are errors.
+fn check_command(words: &[&str]) -> Command {
+    let mut cargo = cmd::cargo();
+    cargo.args(words);
+    if words.first() == Some(&"doc") {
+        let mut flags = std::env::var_os("RUSTDOCFLAGS").unwrap_or_default();
+        if !flags.is_empty() {
+            flags.push(" ");
+        }
+        flags.push("-D warnings");
+        cargo.env("RUSTDOCFLAGS", flags);
+    }
+    cargo
+}
+
+fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
+    let (cargo_args, test_args) = split_args(args);
+    workspace::enter_root()?;
+    let mut steps = Steps { mode, done: 0 };
+
+    steps.next("packages (cargo xtask deps)");
+    deps::ensure(deps::ALL)?;
+
+    if mode == Mode::Ci {
+        for words in CHECKS {
+            let mut check = check_command(words);
+            let doc_flags = if words.first() == Some(&"doc") {
+                " (RUSTDOCFLAGS=-D warnings)"
+            } else {
+                ""
+            };
+            steps.next(&format!("cargo {}{doc_flags}", words.join(" ")));
+            cmd::run(&mut check)?;
+        }
+    }
+
+    steps.next("layering check");
+    layering::check()?;
+
+    steps.next("host tests: cargo test --workspace");
+    let mut host = cmd::cargo();
+    host.arg("test")
+        .args(workspace_unless_packages(cargo_args))
+        .args(cargo_args);
+    if !test_args.is_empty() {
+        host.arg("--").args(test_args);
+    }
+    let counted = libtest::run_counting(&mut host)?;
+    counts.host = settle(counted.tally, counted.status.success());
+    if !counted.status.success() {
+        return Err(Failure::new(format!(
+            "`{}` failed ({})",
+            cmd::describe(&host),
+            counted.status
+        )));
+    }
+
+    steps.next("device tests");
+    let binaries = build_device_tests(cargo_args)?;
+    let (tally, result) = device_tests_anywhere(&binaries, test_args);
+    counts.device = settle(tally, result.is_ok());
+    result
+}
+
+/// `--workspace`, unless the caller picked packages (`-p X`), which cargo
+/// would otherwise ignore in favour of `--workspace`.
+fn workspace_unless_packages(cargo_args: &[OsString]) -> Option<&'static str> {
+    let picks_packages = cargo_args.iter().any(|a| {
+        let a = a.to_string_lossy();
+        a.starts_with("--package") || (a.starts_with("-p") && !a.starts_with("--"))
+    });
+    (!picks_packages).then_some("--workspace")
+}
+
+/// Builds the test executables (`cargo test --no-run`) and lists them.
+fn build_device_tests(cargo_args: &[OsString]) -> Result<Vec<TestBinary>> {
+    let mut build = cmd::cargo();
+    build
+        .arg("test")
+        .args(workspace_unless_packages(cargo_args))
+        .args(["--no-run", "--message-format=json"])
+        .args(cargo_args);
+    let binaries: Vec<TestBinary> = cargo_artifacts::build(&mut build)?
+        .into_iter()
+        .filter(|e| e.is_test)
+        .map(|e| TestBinary {
+            path: e.path,
+            package_dir: e.package_dir,
+        })
+        .collect();
+    if binaries.is_empty() {
+        return Err(Failure::new(
+            "cargo test --no-run built no test executables",
+        ));
+    }
+    Ok(binaries)
+}
+
+/// On the host if it has an RDMA device, else all binaries in one VM boot:
+/// xtask runs itself (`device-tests`) inside the guest, which sees the host's
+/// filesystem, so the same paths work there. Returns the counts with the
+/// verdict.
+fn device_tests_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Tally, Result<()>) {
+    let devices = rdma_devices::host_devices();
+    if let Some(device) = devices.first() {
+        say!("xtask test: host RDMA device {device}: running the device tests here");
+        return device_tests::run(binaries, test_args);
+    }
+    say!(
+        "xtask test: no RDMA device on this host: running the device tests in a VM (cargo xtask vm)"
+    );
+    match device_tests_in_vm(binaries, test_args) {
+        Ok((tally, result)) => (tally, result),
+        Err(failure) => (Tally::default(), Err(failure)),
+    }
+}
+
+/// The guest writes its totals into the current directory, the workspace
+/// root, which the VM shares read-write (a `CARGO_TARGET_DIR` elsewhere
+/// would be read-only in the guest, so not the real target dir).
+fn totals_file() -> PathBuf {
+    workspace::root()
+        .join("target")
+        .join("xtask")
+        .join(format!("device-totals-{}", std::process::id()))
+}
+
+fn device_tests_in_vm(
+    binaries: &[TestBinary],
+    test_args: &[OsString],
+) -> Result<(Tally, Result<()>)> {
+    let me = std::env::current_exe()
+        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))?;
+    let totals = totals_file();
+    if let Some(dir) = totals.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
+    }
+    let _ = std::fs::remove_file(&totals);
+    let mut command = vec![me.into_os_string(), "device-tests".into()];
+    command.extend(device_tests::to_args(Some(&totals), binaries, test_args));
+    let status = vm::run(&VmOptions::new(command));
+    let tally = read_totals(&totals);
+    let _ = std::fs::remove_file(&totals);
+    let result = match (status, tally) {
+        (Ok(0), Some(_)) => Ok(()),
+        (Ok(0), None) => Err(Failure::new(format!(
+            "the device tests passed but left no totals in {}",
+            totals.display()
+        ))),
+        (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
+        (Err(failure), _) => Err(failure),
+    };
+    Ok((tally.unwrap_or_default(), result))
+}
+
+fn read_totals(path: &Path) -> Option<Tally> {
+    Tally::from_totals_text(&std::fs::read_to_string(path).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn splits_cargo_and_test_args() {
+        let none: &[OsString] = &[];
+        assert_eq!(split_args(&[]), (none, none));
+        let args = os(&["--", "--release", "--", "--nocapture"]);
+        assert_eq!(split_args(&args), (&args[1..2], &args[3..]));
+        let args = os(&["-p", "ferrovia-mr"]);
+        assert_eq!(split_args(&args), (&args[..], none));
+    }
+
+    #[test]
+    fn closing_lines_sum_host_and_device() {
+        let counts = Counts {
+            host: Tally {
+                passed: 120,
+                failed: 2,
+                ignored: 30,
+            },
+            device: Tally {
+                passed: 30,
+                failed: 1,
+                ignored: 0,
+            },
+        };
+        assert_eq!(
+            closing_lines(&counts, 93.27),
+            "xtask test: host tests 120 passed; device tests 30 passed; total time 93.3 s\n\
+             ferrovia: 150 passed, 3 failed"
+        );
+        let text = closing_lines(&Counts::default(), 0.0);
+        assert_eq!(text.lines().last(), Some("ferrovia: 0 passed, 0 failed"));
+    }
+
+    #[test]
+    fn a_failed_step_counts_at_least_one_failure() {
+        let tally = Tally {
+            passed: 4,
+            failed: 0,
+            ignored: 0,
+        };
+        assert_eq!(settle(tally, true), tally);
+        assert_eq!(settle(tally, false).failed, 1);
+        let failed = Tally { failed: 3, ..tally };
+        assert_eq!(settle(failed, false), failed);
+    }
+
+    #[test]
+    fn ci_checks_in_order() {
+        let lines: Vec<String> = CHECKS
+            .iter()
+            .map(|words| {
+                let cargo = check_command(words);
+                let mut line = cmd::describe(&cargo);
+                // Drop the cargo path, which depends on $CARGO.
+                line = line
+                    .split_once(' ')
+                    .map(|(_, rest)| rest.to_string())
+                    .unwrap();
+                let flags = cargo
+                    .get_envs()
+                    .find(|(k, _)| *k == "RUSTDOCFLAGS")
+                    .and_then(|(_, v)| v)
+                    .map(|v| v.to_string_lossy().into_owned());
+                if let Some(flags) = flags {
+                    assert!(flags.ends_with("-D warnings"), "{flags}");
+                    line.push_str(" [RUSTDOCFLAGS]");
+                }
+                line
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "fmt --all -- --check",
+                "clippy --workspace --all-targets -- -D warnings",
+                "doc --workspace --no-deps [RUSTDOCFLAGS]",
+            ]
+        );
+        assert_eq!(
+            Steps {
+                mode: Mode::Ci,
+                done: 0
+            }
+            .total(),
+            7
+        );
+        assert_eq!(
+            Steps {
+                mode: Mode::Test,
+                done: 0
+            }
+            .total(),
+            4
+        );
+    }
+
+    #[test]
+    fn reads_the_totals_the_guest_wrote() {
+        let dir = std::env::temp_dir().join(format!("xtask-totals-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t");
+        assert_eq!(read_totals(&file), None);
+        let tally = Tally {
+            passed: 3,
+            failed: 0,
+            ignored: 0,
+        };
+        std::fs::write(&file, tally.to_totals_text()).unwrap();
+        assert_eq!(read_totals(&file), Some(tally));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn package_selection_replaces_workspace() {
+        let args = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(workspace_unless_packages(&args(&[])), Some("--workspace"));
+        assert_eq!(
+            workspace_unless_packages(&args(&["--release"])),
+            Some("--workspace")
+        );
+        assert_eq!(
+            workspace_unless_packages(&args(&["-p", "ferrovia-mr"])),
+            None
+        );
+        assert_eq!(workspace_unless_packages(&args(&["-pferrovia-mr"])), None);
+        assert_eq!(
+            workspace_unless_packages(&args(&["--package=ferrovia-mr"])),
+            None
+        );
+    }
+}

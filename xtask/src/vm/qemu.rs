@@ -1,0 +1,260 @@
+//! The qemu command line, and a guard that guarantees no qemu outlives xtask.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+use crate::failure::{Failure, Result};
+use crate::vm::guest::{Guest, GuestNet};
+use crate::vm::kernel::Kernel;
+use crate::vm::run_dir::RunDir;
+
+/// Kernel command line. `acpi=noirq` and `cryptomgr.notests` each save
+/// seconds under TCG; `dummy.numdummies=0` stops the dummy module from
+/// creating dummy0 (stage 2 makes its own); `panic=-1` + `oops=panic` turn a
+/// crash into a qemu exit instead of a hang.
+const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=off tsc=reliable \
+                           acpi=noirq cryptomgr.notests oops=panic dummy.numdummies=0";
+
+/// How qemu runs the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Accel {
+    /// KVM only if the CPU has vmx/svm and /dev/kvm is usable, else TCG.
+    Auto,
+    Tcg,
+    Kvm,
+}
+
+impl Accel {
+    pub(crate) fn parse(text: &str) -> Option<Accel> {
+        match text {
+            "auto" => Some(Accel::Auto),
+            "tcg" => Some(Accel::Tcg),
+            "kvm" => Some(Accel::Kvm),
+            _ => None,
+        }
+    }
+
+    /// `Auto` made concrete. (/dev/kvm can exist without vmx/svm, e.g. on a
+    /// PVM-style nested host whose KVM only runs PVM guests: a stock kernel
+    /// hangs or dies there, so the CPU flags decide.)
+    pub(crate) fn resolve(self) -> Accel {
+        if self != Accel::Auto {
+            return self;
+        }
+        let cpu_has_vt = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("flags"))
+                .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"))
+        });
+        let kvm_usable = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_ok();
+        if cpu_has_vt && kvm_usable {
+            Accel::Kvm
+        } else {
+            Accel::Tcg
+        }
+    }
+}
+
+/// Machine settings shared by all guests of a run.
+#[derive(Debug, Clone)]
+pub(crate) struct Machine {
+    pub(crate) accel: Accel,
+    pub(crate) mem: String,
+    pub(crate) smp: u32,
+    /// Show the guest console on our stderr instead of keeping it in a file.
+    pub(crate) verbose: bool,
+}
+
+/// The qemu command for `guest`.
+pub(crate) fn command(
+    machine: &Machine,
+    kernel: &Kernel,
+    guest: &Guest,
+    dir: &RunDir,
+    rw_share: Option<&Path>,
+) -> Command {
+    let mut qemu = Command::new("qemu-system-x86_64");
+    // Machine "pc" (i440fx) never hung in 15 boots; "microvm" boots ~0.6 s
+    // faster but hung silently in early boot 5 times in 15 under TCG.
+    qemu.args(["-M", "pc", "-accel"]);
+    match machine.accel.resolve() {
+        Accel::Kvm => qemu.args(["kvm", "-cpu", "host"]),
+        // The default CPU model on purpose: `-cpu max` halves rxe bandwidth
+        // (the guest then uses crc32-pclmul for the ICRC, slow under TCG).
+        _ => qemu.arg("tcg"),
+    };
+    qemu.args(["-m", &machine.mem, "-smp", &machine.smp.to_string()]);
+    qemu.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ]);
+    qemu.arg("-kernel")
+        .arg(&kernel.image)
+        .arg("-initrd")
+        .arg(&kernel.initramfs);
+    qemu.args(["-append", KERNEL_ARGS]);
+    let console = if machine.verbose {
+        Path::new("/proc/self/fd/2").to_path_buf()
+    } else {
+        dir.console_log()
+    };
+    qemu.arg("-chardev")
+        .arg(option("file,id=con,append=on,path=", &console))
+        .args(["-serial", "chardev:con"]);
+    share(
+        &mut qemu,
+        "fsroot",
+        Path::new("/"),
+        "ferrovia_root",
+        ",readonly=on",
+    );
+    share(&mut qemu, "fsctl", dir.path(), "ferrovia_ctl", "");
+    if let Some(rw) = rw_share {
+        share(&mut qemu, "fsrw", rw, "ferrovia_rw", "");
+    }
+    qemu.args(["-device", "virtio-serial-pci"]);
+    for (id, fifo) in [("out", dir.stdout_fifo()), ("err", dir.stderr_fifo())] {
+        qemu.arg("-chardev")
+            .arg(option(&format!("file,id={id},path="), &fifo));
+        qemu.args([
+            "-device",
+            &format!("virtserialport,chardev={id},name=ferrovia.std{id}"),
+        ]);
+    }
+    if let GuestNet::Wire {
+        mac,
+        local_socket,
+        remote_socket,
+        ..
+    } = &guest.net
+    {
+        // dgram, not socket/stream: Nagle on a stream adds ~22 ms per trip
+        // and makes rxe retransmit.
+        let mut netdev = OsString::from("dgram,id=n0,local.type=unix,local.path=");
+        netdev.push(escape(local_socket));
+        netdev.push(",remote.type=unix,remote.path=");
+        netdev.push(escape(remote_socket));
+        qemu.arg("-netdev").arg(netdev);
+        qemu.args(["-device", &format!("virtio-net-pci,netdev=n0,mac={mac}")]);
+    }
+    qemu.stdin(Stdio::null());
+    qemu
+}
+
+/// A read-only or read-write 9p share of `path` with mount tag `tag`.
+fn share(qemu: &mut Command, id: &str, path: &Path, tag: &str, extra: &str) {
+    let fsdev = option(
+        &format!("local,id={id},security_model=none,multidevs=remap{extra},path="),
+        path,
+    );
+    qemu.arg("-fsdev").arg(fsdev);
+    qemu.args([
+        "-device",
+        &format!("virtio-9p-pci,fsdev={id},mount_tag={tag}"),
+    ]);
+}
+
+/// `prefix` followed by `path` with qemu's option escaping.
+fn option(prefix: &str, path: &Path) -> OsString {
+    let mut out = OsString::from(prefix);
+    out.push(escape(path));
+    out
+}
+
+/// qemu option values escape a comma by doubling it.
+fn escape(path: &Path) -> OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut bytes = Vec::new();
+    for &b in path.as_os_str().as_bytes() {
+        bytes.push(b);
+        if b == b',' {
+            bytes.push(b',');
+        }
+    }
+    OsString::from_vec(bytes)
+}
+
+/// A running qemu. It dies with xtask: PR_SET_PDEATHSIG covers SIGKILL of
+/// xtask, and dropping the guard (every other exit path) kills and reaps it.
+pub(crate) struct Qemu {
+    child: Option<Child>,
+}
+
+impl Qemu {
+    pub(crate) fn spawn(mut qemu: Command) -> Result<Qemu> {
+        let parent = std::process::id();
+        // SAFETY: the closure runs in the forked child before exec and only
+        // calls async-signal-safe functions (prctl, getppid); it allocates
+        // nothing (the error is a raw OS error).
+        unsafe {
+            qemu.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // xtask may have died before prctl took effect.
+                if libc::getppid() as u32 != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        // Its own process group: a Ctrl-C reaches xtask, which then stops
+        // qemu itself, in order.
+        qemu.process_group(0);
+        let child = qemu
+            .spawn()
+            .map_err(|e| Failure::new(format!("cannot start qemu-system-x86_64: {e}")))?;
+        Ok(Qemu { child: Some(child) })
+    }
+
+    /// The exit status, once qemu has exited.
+    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Kills qemu (if still running) and reaps it.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_commas_in_paths() {
+        assert_eq!(escape(Path::new("/a,b/c")), OsString::from("/a,,b/c"));
+        assert_eq!(
+            option("file,path=", Path::new("/x")),
+            OsString::from("file,path=/x")
+        );
+    }
+
+    #[test]
+    fn parses_accel() {
+        assert_eq!(Accel::parse("tcg"), Some(Accel::Tcg));
+        assert_eq!(Accel::parse("xen"), None);
+        assert_eq!(Accel::Tcg.resolve(), Accel::Tcg);
+    }
+}
