@@ -1,5 +1,5 @@
 //! xtask's own lines on stdout. `println!` panics when stdout is closed
-//! (`cargo xtask test | head`); [`say!`] ignores write errors instead, so
+//! (`cargo xtask test | head`); `say!` ignores write errors instead, so
 //! the run (and the VM cleanup) goes on.
 
 use std::fmt;

@@ -154,9 +154,6 @@ impl ScopeTarget for Channel {
     fn core(&self) -> &ChannelCore {
         &self.core
     }
-    fn pd(&self) -> &ProtectionDomain {
-        &self.verbs.pd
-    }
 }
 
 impl Channel {

@@ -54,7 +54,10 @@ pub(crate) struct SendSpec<'a, 'env> {
 }
 
 impl ChannelCore {
-    pub(crate) fn new(transport: Arc<dyn Transport>, cfg: ChannelConfig) -> ChannelCore {
+    /// An engine over `transport`: what [`Channel`](crate::Channel) and
+    /// [`MultiChannel`](crate::MultiChannel) are built on, and what other
+    /// transports (UCX) or test doubles build on.
+    pub fn new(transport: Arc<dyn Transport>, cfg: ChannelConfig) -> ChannelCore {
         let peers = transport.peers();
         let sends: Vec<u32> = (0..peers).map(|p| transport.send_depth(p)).collect();
         let recvs: Vec<u32> = (0..peers).map(|p| transport.recv_depth(p)).collect();

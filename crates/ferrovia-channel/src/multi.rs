@@ -48,9 +48,6 @@ impl ScopeTarget for MultiChannel {
     fn core(&self) -> &ChannelCore {
         &self.core
     }
-    fn pd(&self) -> &ProtectionDomain {
-        &self.verbs.pd
-    }
 }
 
 impl MultiPeer for MultiChannel {}
@@ -224,13 +221,15 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         self.list_to(peer, &specs)
     }
 
-    /// The shared protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
-        self.target.pd()
-    }
-
     /// Number of peers.
     pub fn num_channels(&self) -> usize {
         self.core().peers()
+    }
+}
+
+impl<'scope, 'env> PollingScope<'scope, 'env, MultiChannel> {
+    /// The shared protection domain.
+    pub fn pd(&self) -> &ProtectionDomain {
+        self.target.pd()
     }
 }

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
-use ferrovia_verbs::{ProtectionDomain, WcStatus};
+use ferrovia_verbs::WcStatus;
 
 use crate::core::{ChannelCore, Ticket};
 use crate::error::{ScopeError, TransportError, TransportResult};
@@ -14,12 +14,11 @@ use crate::request::MAX_ELEMENTS;
 use crate::slots::{RawBuf, error_of};
 
 /// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
-/// [`MultiChannel`](crate::MultiChannel), or a type built on them.
+/// [`MultiChannel`](crate::MultiChannel), or a type built on a
+/// [`ChannelCore`] over any [`Transport`](crate::Transport).
 pub trait ScopeTarget {
     /// The engine posts go through.
     fn core(&self) -> &ChannelCore;
-    /// The protection domain buffers must be registered in.
-    fn pd(&self) -> &ProtectionDomain;
 }
 
 /// A scoped context for posting RDMA work, created by

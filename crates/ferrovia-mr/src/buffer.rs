@@ -1,6 +1,7 @@
 //! Registered memory the program can read and write: owned or borrowed.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU8, AtomicU64};
 
 use crate::registration::Registration;
 
@@ -49,6 +50,28 @@ impl<'a> RegisteredMemory<'a> {
         // SAFETY: unique accessor, valid for 'a (constructor contract).
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
         (bytes, &self.reg)
+    }
+}
+
+impl RegisteredMemory<'_> {
+    /// The bytes as atomics, for memory a peer writes with RDMA while the
+    /// program watches it (a flag, a counter): atomic loads see the
+    /// device's writes without a data race on a plain `&[u8]`.
+    pub fn as_atomic_bytes(&self) -> &[AtomicU8] {
+        // SAFETY: AtomicU8 has the size and alignment of u8; the memory is
+        // valid for the lifetime of `&self` (constructor contract).
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU8>(), self.len) }
+    }
+
+    /// The whole 8-byte words of the memory as atomics, or `None` if it is
+    /// not 8-byte aligned (memory from `MrRegistry::alloc` always is).
+    pub fn as_atomic_u64s(&self) -> Option<&[AtomicU64]> {
+        if !(self.ptr as usize).is_multiple_of(std::mem::align_of::<AtomicU64>()) {
+            return None;
+        }
+        // SAFETY: aligned (checked above), in bounds (len / 8 whole
+        // words), valid for `&self`; AtomicU64 allows shared mutation.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.len / 8) })
     }
 }
 

@@ -258,3 +258,31 @@ fn zero_based_keeps_the_in_page_offset_and_explicit_bases_are_checked() {
     drop(zb);
     drop(mem);
 }
+
+#[test]
+fn atomic_views_of_registered_memory() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (reg, _) = registry();
+    let mut buf = reg.alloc(64, RegisterOptions::local()).unwrap();
+    buf[9] = 5;
+    assert_eq!(buf.as_atomic_bytes()[9].load(SeqCst), 5);
+    let words = buf.as_atomic_u64s().expect("alloc() memory is aligned");
+    assert_eq!(words.len(), 8);
+    words[1].store(u64::MAX, SeqCst);
+    assert_eq!(&buf[8..16], &[0xff; 8]);
+    let mut words = vec![0u64; 3];
+    let bytes: &mut [u8] = bytemuck_free_bytes(&mut words);
+    let misaligned = reg
+        .register_slice(&mut bytes[1..17], RegisterOptions::local())
+        .unwrap();
+    assert!(misaligned.as_atomic_u64s().is_none());
+    assert_eq!(misaligned.as_atomic_bytes().len(), 16);
+}
+
+/// The bytes of a u64 vector (8-byte aligned), without a dependency.
+fn bytemuck_free_bytes(words: &mut [u64]) -> &mut [u8] {
+    let len = words.len() * 8;
+    // SAFETY: u8 has no alignment or validity requirements; same memory,
+    // same exclusive borrow.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
+}
