@@ -10,7 +10,6 @@ use crate::config::ChannelConfig;
 use crate::core::{ChannelCore, SendSpec};
 use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
-use crate::op::OpKind;
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
 use crate::verbs_transport::VerbsTransport;
@@ -305,15 +304,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
         &mut self,
         wrs: &[WriteWorkRequest<'_, 'env>],
     ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs
-            .iter()
-            .map(|wr| SendSpec {
-                kind: OpKind::Write,
-                gather: wr.gather,
-                remote: Some((wr.remote.addr(), wr.remote.rkey())),
-                imm: wr.imm,
-            })
-            .collect();
+        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
         self.list_to(0, &specs)
     }
 
@@ -322,15 +313,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
         &mut self,
         wrs: &[SendWorkRequest<'_, 'env>],
     ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs
-            .iter()
-            .map(|wr| SendSpec {
-                kind: OpKind::Send,
-                gather: wr.gather,
-                remote: None,
-                imm: wr.imm,
-            })
-            .collect();
+        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::send).collect();
         self.list_to(0, &specs)
     }
 

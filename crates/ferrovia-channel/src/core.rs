@@ -11,7 +11,7 @@ use crate::config::ChannelConfig;
 use crate::element::Gather;
 use crate::error::{DrainError, TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp, SendOp};
-use crate::request::{MAX_ELEMENTS, Scatters};
+use crate::request::{MAX_ELEMENTS, Scatters, SendWorkRequest, WriteWorkRequest};
 use crate::slots::{Queue, RawBuf, Slots, State, error_of, wr_id};
 use crate::transport::Transport;
 
@@ -51,6 +51,26 @@ pub(crate) struct SendSpec<'a, 'env> {
     pub(crate) gather: &'a [Gather<'env>],
     pub(crate) remote: Option<(u64, u32)>,
     pub(crate) imm: Option<u32>,
+}
+
+impl<'a, 'env> SendSpec<'a, 'env> {
+    pub(crate) fn send(wr: &SendWorkRequest<'a, 'env>) -> Self {
+        SendSpec {
+            kind: OpKind::Send,
+            gather: wr.gather,
+            remote: None,
+            imm: wr.imm,
+        }
+    }
+
+    pub(crate) fn write(wr: &WriteWorkRequest<'a, 'env>) -> Self {
+        SendSpec {
+            kind: OpKind::Write,
+            gather: wr.gather,
+            remote: Some((wr.remote.addr(), wr.remote.rkey())),
+            imm: wr.imm,
+        }
+    }
 }
 
 impl ChannelCore {
@@ -132,6 +152,26 @@ impl ChannelCore {
         }
     }
 
+    /// Takes a slot after `reserve` made sure one is free.
+    fn alloc(&self, peer: usize, queue: Queue, bufs: &[RawBuf]) -> TransportResult<(u32, u32)> {
+        self.slots
+            .borrow_mut()
+            .alloc(peer, queue, bufs)
+            .ok_or_else(|| TransportError::QueueFull {
+                queue: if queue == Queue::Send {
+                    "send"
+                } else {
+                    "receive"
+                },
+                peer,
+                depth: match queue {
+                    Queue::Send => self.transport.send_depth(peer),
+                    Queue::Recv => self.transport.recv_depth(peer),
+                },
+                after: Duration::ZERO,
+            })
+    }
+
     /// Posts one send-queue request.
     pub(crate) fn post_send(
         &self,
@@ -142,16 +182,7 @@ impl ChannelCore {
     ) -> TransportResult<Ticket> {
         self.check_peer(peer)?;
         self.reserve(peer, Queue::Send)?;
-        let (index, epoch) = self
-            .slots
-            .borrow_mut()
-            .alloc(peer, Queue::Send, bufs)
-            .ok_or(TransportError::QueueFull {
-                queue: "send",
-                peer,
-                depth: self.transport.send_depth(peer),
-                after: Duration::ZERO,
-            })?;
+        let (index, epoch) = self.alloc(peer, Queue::Send, bufs)?;
         let op = self.build_op(peer, wr_id(index, epoch), &spec, scatter, true);
         // SAFETY: the buffers are borrowed for 'env by the request, and
         // the scope that posted it drains it before 'env ends.
@@ -188,16 +219,7 @@ impl ChannelCore {
             let first = out.len();
             for (i, spec) in chunk.iter().enumerate() {
                 self.reserve(peer, Queue::Send)?;
-                let (index, epoch) = self
-                    .slots
-                    .borrow_mut()
-                    .alloc(peer, Queue::Send, &[])
-                    .ok_or(TransportError::QueueFull {
-                        queue: "send",
-                        peer,
-                        depth: self.transport.send_depth(peer),
-                        after: Duration::ZERO,
-                    })?;
+                let (index, epoch) = self.alloc(peer, Queue::Send, &[])?;
                 let n = chunk_no * ops.len() + i;
                 let signaled = n + 1 == specs.len() || (n + 1) % signal_every == 0;
                 ops[i] = self.build_op(peer, wr_id(index, epoch), spec, &[], signaled);
@@ -257,16 +279,7 @@ impl ChannelCore {
         self.reserve(peer, Queue::Recv)?;
         let (sges, bufs) = scatter_parts(scatter);
         let n = scatter.len;
-        let (index, epoch) = self
-            .slots
-            .borrow_mut()
-            .alloc(peer, Queue::Recv, &bufs[..n])
-            .ok_or(TransportError::QueueFull {
-                queue: "receive",
-                peer,
-                depth: self.transport.recv_depth(peer),
-                after: Duration::ZERO,
-            })?;
+        let (index, epoch) = self.alloc(peer, Queue::Recv, &bufs[..n])?;
         let op = RecvOp {
             wr_id: wr_id(index, epoch),
             sges,

@@ -8,7 +8,6 @@ use ferrovia_verbs::{Endpoint, ProtectionDomain};
 use crate::channel::ChannelBuilder;
 use crate::core::{ChannelCore, SendSpec};
 use crate::error::{ScopeError, TransportError, TransportResult};
-use crate::op::OpKind;
 use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
     SendWorkRequest,
@@ -209,15 +208,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wrs: &[crate::WriteWorkRequest<'_, 'env>],
     ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs
-            .iter()
-            .map(|wr| SendSpec {
-                kind: OpKind::Write,
-                gather: wr.gather,
-                remote: Some((wr.remote.addr(), wr.remote.rkey())),
-                imm: wr.imm,
-            })
-            .collect();
+        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
         self.list_to(peer, &specs)
     }
 

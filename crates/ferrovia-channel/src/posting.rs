@@ -13,13 +13,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: SendWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope>> {
-        let spec = SendSpec {
-            kind: OpKind::Send,
-            gather: wr.gather,
-            remote: None,
-            imm: wr.imm,
-        };
-        let t = self.core().post_send(peer, spec, &[], &[])?;
+        let t = self.core().post_send(peer, SendSpec::send(&wr), &[], &[])?;
         Ok(self.handle(t))
     }
 
@@ -28,13 +22,9 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: WriteWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope>> {
-        let spec = SendSpec {
-            kind: OpKind::Write,
-            gather: wr.gather,
-            remote: Some((wr.remote.addr(), wr.remote.rkey())),
-            imm: wr.imm,
-        };
-        let t = self.core().post_send(peer, spec, &[], &[])?;
+        let t = self
+            .core()
+            .post_send(peer, SendSpec::write(&wr), &[], &[])?;
         Ok(self.handle(t))
     }
 
