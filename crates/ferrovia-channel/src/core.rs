@@ -27,6 +27,8 @@ const FLUSH_GRACE: Duration = Duration::from_secs(30);
 pub struct ChannelCore {
     pub(crate) transport: Arc<dyn Transport>,
     pub(crate) slots: RefCell<Slots>,
+    /// Where polled completions land: kept, so polling zeroes nothing.
+    batch: RefCell<[Completion; BATCH]>,
     broken: RefCell<Vec<bool>>,
     pub(crate) cfg: ChannelConfig,
     max_inline: Vec<u32>,
@@ -84,6 +86,7 @@ impl ChannelCore {
         let max_inline = (0..peers).map(|p| transport.max_inline(p)).collect();
         ChannelCore {
             slots: RefCell::new(Slots::new(&sends, &recvs)),
+            batch: RefCell::new([Completion::default(); BATCH]),
             broken: RefCell::new(vec![false; peers]),
             transport,
             cfg,
@@ -295,16 +298,16 @@ impl ChannelCore {
 
     /// Polls once and routes what arrived. Returns how many arrived.
     pub(crate) fn progress(&self) -> TransportResult<usize> {
-        let mut out = [Completion::default(); BATCH];
-        let n = self.transport.poll(&mut out)?;
+        let mut out = self.batch.borrow_mut();
+        let n = self.transport.poll(&mut out[..])?;
         self.route_all(&out[..n]);
         Ok(n)
     }
 
     /// Sleeps until something arrives or `timeout` passes; routes it.
     fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
-        let mut out = [Completion::default(); BATCH];
-        let n = self.transport.wait(&mut out, timeout)?;
+        let mut out = self.batch.borrow_mut();
+        let n = self.transport.wait(&mut out[..], timeout)?;
         self.route_all(&out[..n]);
         Ok(n)
     }

@@ -2,6 +2,7 @@
 //! one completion queue. This module and `core`'s hand-off of buffers are
 //! the only places with `unsafe` in the crate.
 
+use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use ferrovia_verbs::{
@@ -147,13 +148,13 @@ impl Transport for VerbsTransport {
     }
 
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
+        let mut wcs = [const { MaybeUninit::<WorkCompletion>::uninit() }; POLL_BATCH];
         let n = out.len().min(POLL_BATCH);
-        let got = self.cq.poll(&mut wcs[..n])?;
-        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
+        let got = self.cq.poll_uninit(&mut wcs[..n])?;
+        for (o, wc) in out.iter_mut().zip(got) {
             *o = to_completion(wc);
         }
-        Ok(got)
+        Ok(got.len())
     }
 
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
