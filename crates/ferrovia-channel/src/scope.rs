@@ -31,7 +31,7 @@ pub trait ScopeTarget {
 /// As with `std::thread::scope`, the scope owns the bookkeeping, so
 /// `mem::forget` on a handle cannot end a borrow early.
 pub struct PollingScope<'scope, 'env: 'scope, C: ?Sized> {
-    pub(crate) target: &'scope C,
+    pub(crate) target: &'env C,
     pub(crate) deadline: Duration,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -168,6 +168,12 @@ impl Drop for ScopedPendingWork<'_> {
 }
 
 impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
+    /// What the scope posts through (a `Channel`, `MultiChannel`, `Node`),
+    /// borrowed for the whole scope: its registered buffers can be posted.
+    pub fn target(&self) -> &'env C {
+        self.target
+    }
+
     /// Sets how long the end of this scope waits for outstanding work
     /// before flushing it.
     pub fn set_drain_deadline(&mut self, deadline: Duration) {

@@ -1,7 +1,28 @@
 //! Multi-peer `Node` for ferrovia.
 //!
-//! Contract (filled in by the node work): a `Node` knows its rank and the
-//! world size, bootstraps through torchrun, Slurm, Open MPI/PMIx or an
-//! explicit config, connects one channel per peer, and offers a barrier with
-//! a deadline that names the ranks that did not arrive.
+//! A [`Node`] is one rank of a job started by the launcher people already
+//! use (torchrun, Slurm's srun, mpirun, or explicit `FERROVIA_*`
+//! variables; see [`from_vars`]). Rank 0 hosts a TCP rendezvous:
+//! every rank sends its queue-pair endpoints once and receives everyone's
+//! (O(n) connections, a job token checked on each, deadlines throughout).
+//! Then every rank holds one RC connection to every rank and posts to
+//! peers by rank inside [`Node::scope`], with [`NodeScope::barrier`]:
+//! one-sided RDMA writes of per-pair counters, read with atomic loads;
+//! dissemination by default, centralized and binary tree selectable; any
+//! sorted subset of ranks; a timeout names the ranks that did not arrive.
 #![forbid(unsafe_code)]
+
+mod barrier;
+mod error;
+mod launcher;
+mod node;
+mod rendezvous;
+mod sync_region;
+mod wire;
+
+pub use barrier::BarrierAlgorithm;
+pub use error::{BarrierError, BootstrapError, NodeError};
+pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+pub use node::{Backend, Node, NodeBuilder, NodeScope};
+pub use rendezvous::{RendezvousConfig, Session, exchange};
+pub use wire::PROTOCOL_VERSION;

@@ -1,0 +1,146 @@
+//! The node layer's errors.
+
+use std::time::Duration;
+
+use ferrovia_channel::TransportError;
+use ferrovia_mr::MrError;
+
+/// Why finding the job's configuration or meeting the other ranks failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BootstrapError {
+    /// A launcher variable the configuration needs is not set.
+    #[error("environment variable {name} is not set ({hint})")]
+    MissingVar {
+        /// The variable.
+        name: &'static str,
+        /// What sets it.
+        hint: &'static str,
+    },
+    /// A launcher variable does not parse.
+    #[error("environment variable {name}={value:?} is malformed: {reason}")]
+    MalformedVar {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A config file could not be read or parsed.
+    #[error("config file {path}: {reason}")]
+    ConfigFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The rank does not fit the world.
+    #[error("rank {rank} is out of range for a world of {world_size}")]
+    RankOutOfRange {
+        /// The rank.
+        rank: usize,
+        /// The world size.
+        world_size: usize,
+    },
+    /// Socket I/O failed.
+    #[error("bootstrap {what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not every rank checked in before the deadline.
+    #[error("bootstrap timed out after {after:?}: rank(s) {missing:?} never checked in")]
+    MissingRanks {
+        /// The ranks that did not arrive.
+        missing: Vec<usize>,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The rendezvous could not be reached before the deadline.
+    #[error("cannot reach the rendezvous at {addr} within {after:?}: {last}")]
+    Unreachable {
+        /// Its address.
+        addr: String,
+        /// How long it tried.
+        after: Duration,
+        /// The last connection error.
+        last: String,
+    },
+    /// The rendezvous refused this rank.
+    #[error("the rendezvous refused rank {rank}: {reason}")]
+    Rejected {
+        /// This rank.
+        rank: usize,
+        /// Its reason.
+        reason: String,
+    },
+    /// The peer speaks another protocol version.
+    #[error("bootstrap protocol version mismatch: ours {ours}, theirs {theirs}")]
+    VersionMismatch {
+        /// Our version.
+        ours: u16,
+        /// Theirs.
+        theirs: u16,
+    },
+    /// A malformed or unexpected message.
+    #[error("bootstrap protocol error: {0}")]
+    Protocol(String),
+}
+
+/// Why a barrier failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BarrierError {
+    /// The peer list is not a sorted set of valid ranks containing this one.
+    #[error("invalid barrier peer list {peers:?} for rank {rank} of {world_size}: {reason}")]
+    InvalidPeers {
+        /// The list given.
+        peers: Vec<usize>,
+        /// This rank.
+        rank: usize,
+        /// The world size.
+        world_size: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Not every rank arrived before the timeout.
+    #[error("barrier timed out after {after:?}: rank(s) {missing:?} did not arrive")]
+    Timeout {
+        /// Ranks that did not arrive: the ones this rank waited on, plus
+        /// any found unreachable when probed after the timeout.
+        missing: Vec<usize>,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// Posting or completing a barrier write failed.
+    #[error("barrier transport failure: {0}")]
+    Transport(#[from] TransportError),
+}
+
+/// Everything that can go wrong building or using a `Node`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// Configuration or rendezvous.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// A barrier.
+    #[error(transparent)]
+    Barrier(#[from] BarrierError),
+    /// Posting or completing work.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// Registering memory.
+    #[error(transparent)]
+    Memory(#[from] MrError),
+}
+
+impl From<ferrovia_verbs::VerbsError> for NodeError {
+    fn from(e: ferrovia_verbs::VerbsError) -> Self {
+        NodeError::Transport(e.into())
+    }
+}

@@ -1,0 +1,341 @@
+//! Reading rank, world size and rendezvous from the launcher people use:
+//! explicit `FERROVIA_*` variables, torchrun, Slurm, Open MPI / PMIx, or a
+//! config file listing the hosts.
+
+use crate::error::BootstrapError;
+
+/// Port of the rendezvous when none is given (torchrun's default).
+pub const DEFAULT_PORT: u16 = 29500;
+
+/// Which launcher the configuration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launcher {
+    /// `FERROVIA_RANK`, `FERROVIA_WORLD_SIZE`, `FERROVIA_RENDEZVOUS`.
+    Explicit,
+    /// A host list file (`FERROVIA_HOSTFILE`).
+    HostFile,
+    /// torchrun: `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`.
+    Torchrun,
+    /// Slurm: `SLURM_PROCID`, `SLURM_NTASKS`.
+    Slurm,
+    /// Open MPI / PMIx: `OMPI_COMM_WORLD_RANK` or `PMIX_RANK`,
+    /// `OMPI_COMM_WORLD_SIZE`.
+    OpenMpi,
+}
+
+/// Who this process is in the job, and where rank 0 listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchInfo {
+    /// This process's rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub world_size: usize,
+    /// `host:port` of rank 0's rendezvous.
+    pub rendezvous: String,
+    /// The job token every connection must present.
+    pub token: String,
+    /// Where this came from.
+    pub launcher: Launcher,
+}
+
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn get(env: Env<'_>, name: &str) -> Option<String> {
+    env(name).filter(|v| !v.trim().is_empty())
+}
+
+fn need(env: Env<'_>, name: &'static str, hint: &'static str) -> Result<String, BootstrapError> {
+    get(env, name).ok_or(BootstrapError::MissingVar { name, hint })
+}
+
+fn number(name: &str, value: &str) -> Result<usize, BootstrapError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|e: std::num::ParseIntError| BootstrapError::MalformedVar {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+fn with_port(name: &str, addr: &str) -> Result<String, BootstrapError> {
+    let addr = addr.trim();
+    if addr.is_empty() {
+        return Err(BootstrapError::MalformedVar {
+            name: name.to_owned(),
+            value: addr.to_owned(),
+            reason: "empty address".into(),
+        });
+    }
+    // host, host:port, [v6]:port
+    let has_port = match addr.rsplit_once(':') {
+        Some((host, port)) => {
+            (!host.contains(':') || host.ends_with(']')) && port.parse::<u16>().is_ok()
+        }
+        None => false,
+    };
+    Ok(if has_port {
+        addr.to_owned()
+    } else {
+        format!("{addr}:{DEFAULT_PORT}")
+    })
+}
+
+/// The rendezvous for launchers that do not provide one.
+fn rendezvous_var(env: Env<'_>, launcher: &'static str) -> Result<String, BootstrapError> {
+    let _ = launcher;
+    let addr = need(
+        env,
+        "FERROVIA_RENDEZVOUS",
+        "set it to rank 0's host:port for Slurm and mpirun jobs",
+    )?;
+    with_port("FERROVIA_RENDEZVOUS", &addr)
+}
+
+fn token(env: Env<'_>) -> String {
+    for name in [
+        "FERROVIA_JOB_TOKEN",
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_JOB_ID",
+        "PMIX_NAMESPACE",
+        "OMPI_MCA_ess_base_jobid",
+    ] {
+        if let Some(v) = get(env, name) {
+            return format!("{name}={v}");
+        }
+    }
+    // No job identity at all: ranks of one job still agree, strangers who
+    // do not know this constant are still refused.
+    "ferrovia-default-token".into()
+}
+
+/// Reads the launch configuration from environment variables, trying in
+/// order: explicit `FERROVIA_*`, a host file, torchrun, Slurm, Open MPI /
+/// PMIx. `env` returns a variable's value (`std::env::var` in practice).
+pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
+    let (rank, world_size, rendezvous, launcher) = if let Some(rank) = get(env, "FERROVIA_RANK") {
+        if let Some(path) = get(env, "FERROVIA_HOSTFILE") {
+            let (hosts, first) = read_hostfile(&path)?;
+            (
+                number("FERROVIA_RANK", &rank)?,
+                hosts,
+                first,
+                Launcher::HostFile,
+            )
+        } else {
+            let size = need(env, "FERROVIA_WORLD_SIZE", "set it with FERROVIA_RANK")?;
+            (
+                number("FERROVIA_RANK", &rank)?,
+                number("FERROVIA_WORLD_SIZE", &size)?,
+                with_port(
+                    "FERROVIA_RENDEZVOUS",
+                    &need(env, "FERROVIA_RENDEZVOUS", "rank 0's host:port")?,
+                )?,
+                Launcher::Explicit,
+            )
+        }
+    } else if let Some(rank) = get(env, "RANK").filter(|_| get(env, "MASTER_ADDR").is_some()) {
+        let size = need(env, "WORLD_SIZE", "torchrun sets it")?;
+        let addr = need(env, "MASTER_ADDR", "torchrun sets it")?;
+        let port = match get(env, "MASTER_PORT") {
+            Some(p) => number("MASTER_PORT", &p)?,
+            None => usize::from(DEFAULT_PORT),
+        };
+        (
+            number("RANK", &rank)?,
+            number("WORLD_SIZE", &size)?,
+            with_port("MASTER_ADDR", &format!("{addr}:{port}"))?,
+            Launcher::Torchrun,
+        )
+    } else if let Some(rank) = get(env, "SLURM_PROCID") {
+        let size = need(env, "SLURM_NTASKS", "srun sets it")?;
+        (
+            number("SLURM_PROCID", &rank)?,
+            number("SLURM_NTASKS", &size)?,
+            rendezvous_var(env, "Slurm")?,
+            Launcher::Slurm,
+        )
+    } else if let Some((name, rank)) = get(env, "OMPI_COMM_WORLD_RANK")
+        .map(|r| ("OMPI_COMM_WORLD_RANK", r))
+        .or_else(|| get(env, "PMIX_RANK").map(|r| ("PMIX_RANK", r)))
+    {
+        let size = need(
+            env,
+            "OMPI_COMM_WORLD_SIZE",
+            "mpirun sets it (or set FERROVIA_WORLD_SIZE)",
+        )
+        .or_else(|e| get(env, "FERROVIA_WORLD_SIZE").ok_or(e))?;
+        (
+            number(name, &rank)?,
+            number("OMPI_COMM_WORLD_SIZE", &size)?,
+            rendezvous_var(env, "mpirun")?,
+            Launcher::OpenMpi,
+        )
+    } else {
+        return Err(BootstrapError::MissingVar {
+            name: "FERROVIA_RANK",
+            hint: "no launcher found: run under torchrun, srun or mpirun, or set FERROVIA_RANK, FERROVIA_WORLD_SIZE and FERROVIA_RENDEZVOUS",
+        });
+    };
+    if world_size == 0 || rank >= world_size {
+        return Err(BootstrapError::RankOutOfRange { rank, world_size });
+    }
+    Ok(LaunchInfo {
+        rank,
+        world_size,
+        rendezvous,
+        token: token(env),
+        launcher,
+    })
+}
+
+/// A host file: one host (optionally `host:port`) per line, in rank order;
+/// `#` starts a comment. Returns the world size and rank 0's address.
+fn read_hostfile(path: &str) -> Result<(usize, String), BootstrapError> {
+    let text = std::fs::read_to_string(path).map_err(|e| BootstrapError::ConfigFile {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    parse_hostfile(path, &text)
+}
+
+fn parse_hostfile(path: &str, text: &str) -> Result<(usize, String), BootstrapError> {
+    let hosts: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let first = hosts.first().ok_or_else(|| BootstrapError::ConfigFile {
+        path: path.to_owned(),
+        reason: "no hosts listed".into(),
+    })?;
+    Ok((hosts.len(), with_port("FERROVIA_HOSTFILE", first)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone())
+    }
+
+    #[test]
+    fn torchrun() {
+        let e = env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "8"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "1234"),
+            ("TORCHELASTIC_RUN_ID", "abc"),
+        ]);
+        let i = from_vars(&e).unwrap();
+        assert_eq!(
+            (i.rank, i.world_size, i.rendezvous.as_str(), i.launcher),
+            (3, 8, "10.0.0.1:1234", Launcher::Torchrun)
+        );
+        assert_eq!(i.token, "TORCHELASTIC_RUN_ID=abc");
+    }
+
+    #[test]
+    fn slurm_needs_a_rendezvous() {
+        let e = env(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_ID", "77"),
+        ]);
+        match from_vars(&e) {
+            Err(BootstrapError::MissingVar { name, .. }) => assert_eq!(name, "FERROVIA_RENDEZVOUS"),
+            other => panic!("{other:?}"),
+        }
+        let e = env(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_JOB_ID", "77"),
+            ("FERROVIA_RENDEZVOUS", "node01"),
+        ]);
+        let i = from_vars(&e).unwrap();
+        assert_eq!(
+            (i.rank, i.world_size, i.rendezvous.as_str()),
+            (1, 4, "node01:29500")
+        );
+        assert_eq!(i.token, "SLURM_JOB_ID=77");
+    }
+
+    #[test]
+    fn open_mpi_and_pmix() {
+        let e = env(&[
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+            ("FERROVIA_RENDEZVOUS", "[::1]:9000"),
+        ]);
+        let i = from_vars(&e).unwrap();
+        assert_eq!(
+            (i.rank, i.world_size, i.rendezvous.as_str(), i.launcher),
+            (2, 3, "[::1]:9000", Launcher::OpenMpi)
+        );
+        let e = env(&[
+            ("PMIX_RANK", "0"),
+            ("FERROVIA_WORLD_SIZE", "2"),
+            ("FERROVIA_RENDEZVOUS", "h:1"),
+        ]);
+        assert_eq!(from_vars(&e).unwrap().world_size, 2);
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        let e = env(&[
+            ("FERROVIA_RANK", "x1"),
+            ("FERROVIA_WORLD_SIZE", "2"),
+            ("FERROVIA_RENDEZVOUS", "h"),
+        ]);
+        match from_vars(&e) {
+            Err(BootstrapError::MalformedVar { name, value, .. }) => {
+                assert_eq!((name.as_str(), value.as_str()), ("FERROVIA_RANK", "x1"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = env(&[
+            ("FERROVIA_RANK", "2"),
+            ("FERROVIA_WORLD_SIZE", "2"),
+            ("FERROVIA_RENDEZVOUS", "h"),
+        ]);
+        assert!(matches!(
+            from_vars(&e),
+            Err(BootstrapError::RankOutOfRange {
+                rank: 2,
+                world_size: 2
+            })
+        ));
+        let e = env(&[("RANK", "0"), ("MASTER_ADDR", "h")]);
+        assert!(matches!(
+            from_vars(&e),
+            Err(BootstrapError::MissingVar {
+                name: "WORLD_SIZE",
+                ..
+            })
+        ));
+        let err = from_vars(&env(&[])).unwrap_err().to_string();
+        assert!(
+            err.contains("FERROVIA_RANK") && err.contains("torchrun"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn host_files() {
+        let (n, first) =
+            parse_hostfile("f", "# job\nnode1:7000\nnode2  # second\n\nnode3\n").unwrap();
+        assert_eq!((n, first.as_str()), (3, "node1:7000"));
+        assert!(matches!(
+            parse_hostfile("f", "# nothing\n"),
+            Err(BootstrapError::ConfigFile { .. })
+        ));
+    }
+}

@@ -1,0 +1,371 @@
+//! `Node`: one rank of a job, connected to every other rank.
+
+use std::time::Duration;
+
+use ferrovia_channel::{
+    ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
+    PollingScope, ScopeError, ScopeTarget, TransportError, WriteWorkRequest, run_scope,
+};
+use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
+use ferrovia_verbs::{ConnectOptions, Endpoint, ProtectionDomain};
+use serde::{Deserialize, Serialize};
+
+use crate::barrier::{self, BarrierAlgorithm};
+use crate::error::{BarrierError, BootstrapError, NodeError};
+use crate::launcher::{self, LaunchInfo, Launcher};
+use crate::rendezvous::{self, RendezvousConfig};
+use crate::sync_region::{DIR_SLOT, SyncRegion};
+
+/// Which transport a node runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// libibverbs RC queue pairs (InfiniBand, RoCE, soft-RoCE).
+    Verbs,
+}
+
+/// What each rank tells each peer at the rendezvous.
+#[derive(Serialize, Deserialize)]
+struct PeerInfo {
+    endpoint: Endpoint,
+    sync: RemoteMemoryRegion,
+}
+
+/// One rank of a job: a connection to every rank (its own included, in
+/// loopback), a barrier, and scoped posting to peers by rank.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ferrovia_node::{Node, NodeScope};
+///
+/// # fn main() -> Result<(), ferrovia_node::NodeError> {
+/// let mut node = Node::from_env()?; // torchrun, srun, mpirun or FERROVIA_*
+/// let everyone: Vec<usize> = (0..node.world_size()).collect();
+/// node.scope(|s| {
+///     s.barrier(&everyone, Duration::from_secs(10))?;
+///     Ok::<_, ferrovia_node::NodeError>(())
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Node {
+    rank: usize,
+    world_size: usize,
+    multi: MultiChannel,
+    sync: SyncRegion,
+    algorithm: BarrierAlgorithm,
+    launcher: Option<Launcher>,
+}
+
+/// Builds a [`Node`].
+#[derive(Debug, Clone)]
+pub struct NodeBuilder {
+    rank: usize,
+    world_size: usize,
+    rendezvous: String,
+    token: String,
+    launcher: Option<Launcher>,
+    bootstrap_timeout: Duration,
+    algorithm: BarrierAlgorithm,
+    channel: ChannelBuilder,
+}
+
+impl NodeBuilder {
+    /// A node of rank `rank` in a world of `world_size`, meeting at rank
+    /// 0's `rendezvous` (`host:port`).
+    pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
+        // Short transport timeouts: a dead peer should surface in well
+        // under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
+        let connect = ConnectOptions {
+            timeout: 12,
+            ..ConnectOptions::default()
+        };
+        NodeBuilder {
+            rank,
+            world_size,
+            rendezvous: rendezvous.into(),
+            token: std::env::var("FERROVIA_JOB_TOKEN")
+                .unwrap_or_else(|_| "ferrovia-default-token".into()),
+            launcher: None,
+            bootstrap_timeout: Duration::from_secs(60),
+            algorithm: BarrierAlgorithm::default(),
+            channel: ChannelBuilder::default().connect_options(connect),
+        }
+    }
+
+    /// From a launcher's configuration.
+    pub fn from_launch(info: &LaunchInfo) -> NodeBuilder {
+        let mut b = NodeBuilder::new(info.rank, info.world_size, info.rendezvous.clone());
+        b.token = info.token.clone();
+        b.launcher = Some(info.launcher);
+        b
+    }
+
+    /// The job token every bootstrap connection must present.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = token.into();
+        self
+    }
+
+    /// How long to wait for every rank at the rendezvous (default 60 s).
+    pub fn bootstrap_timeout(mut self, t: Duration) -> Self {
+        self.bootstrap_timeout = t;
+        self
+    }
+
+    /// The barrier algorithm (default: dissemination).
+    pub fn barrier_algorithm(mut self, a: BarrierAlgorithm) -> Self {
+        self.algorithm = a;
+        self
+    }
+
+    /// Channel settings (device, depths, timeouts) for the connections.
+    pub fn channel(mut self, channel: ChannelBuilder) -> Self {
+        self.channel = channel;
+        self
+    }
+
+    /// Creates the queue pairs, meets every rank, connects, and returns
+    /// once every rank is connected.
+    pub fn build(self) -> Result<Node, NodeError> {
+        let (rank, n) = (self.rank, self.world_size);
+        if n == 0 || rank >= n {
+            return Err(BootstrapError::RankOutOfRange {
+                rank,
+                world_size: n,
+            }
+            .into());
+        }
+        let mut multi = self.channel.build_multi(n)?;
+        let mut sync = SyncRegion::new(multi.registry(), n)?;
+        let sync_remote = sync.flags.registration().remote()?;
+        let blobs = (0..n)
+            .map(|j| {
+                let info = PeerInfo {
+                    endpoint: multi.endpoint(j)?,
+                    sync: sync_remote,
+                };
+                postcard::to_allocvec(&info)
+                    .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
+            })
+            .collect::<Result<Vec<_>, NodeError>>()?;
+        let cfg = RendezvousConfig {
+            rank,
+            world_size: n,
+            addr: self.rendezvous.clone(),
+            token: self.token.clone(),
+            timeout: self.bootstrap_timeout,
+        };
+        let (session, theirs) = rendezvous::exchange(&cfg, blobs)?;
+        for (j, blob) in theirs.iter().enumerate() {
+            let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
+                BootstrapError::Protocol(format!("rank {j}'s connection info: {e}"))
+            })?;
+            multi.connect(j, &info.endpoint)?;
+            sync.remote.push(info.sync);
+        }
+        session.ready()?;
+        Ok(Node {
+            rank,
+            world_size: n,
+            multi,
+            sync,
+            algorithm: self.algorithm,
+            launcher: self.launcher,
+        })
+    }
+}
+
+impl ScopeTarget for Node {
+    fn core(&self) -> &ChannelCore {
+        self.multi.core()
+    }
+}
+
+impl MultiPeer for Node {}
+
+impl Node {
+    /// A builder for rank `rank` of `world_size`, meeting at `rendezvous`.
+    pub fn builder(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
+        NodeBuilder::new(rank, world_size, rendezvous)
+    }
+
+    /// Builds a node from the launcher's environment (torchrun, Slurm,
+    /// Open MPI / PMIx, `FERROVIA_HOSTFILE` or `FERROVIA_*`).
+    pub fn from_env() -> Result<Node, NodeError> {
+        let info = launcher::from_vars(&|k| std::env::var(k).ok())?;
+        NodeBuilder::from_launch(&info).build()
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The transport in use.
+    pub fn backend(&self) -> Backend {
+        Backend::Verbs
+    }
+
+    /// The launcher the configuration came from, if any.
+    pub fn launcher(&self) -> Option<Launcher> {
+        self.launcher
+    }
+
+    /// The shared protection domain.
+    pub fn pd(&self) -> &ProtectionDomain {
+        self.multi.pd()
+    }
+
+    /// A registry for buffers used with this node.
+    pub fn registry(&self) -> &MrRegistry {
+        self.multi.registry()
+    }
+
+    pub(crate) fn sync(&self) -> &SyncRegion {
+        &self.sync
+    }
+
+    pub(crate) fn algorithm(&self) -> BarrierAlgorithm {
+        self.algorithm
+    }
+
+    /// Runs `f` with a [`PollingScope`] over every rank (see
+    /// `Channel::scope`); [`NodeScope`] adds the barrier.
+    pub fn scope<'env, F, T, E>(&'env mut self, f: F) -> Result<T, ScopeError<E>>
+    where
+        F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Node>) -> Result<T, E>,
+    {
+        run_scope(&*self, false, f)
+    }
+
+    /// Like [`Node::scope`], with unpolled requests reported.
+    pub fn manual_scope<'env, F, T, E>(&'env mut self, f: F) -> Result<T, ScopeError<E>>
+    where
+        F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Node>) -> Result<T, E>,
+    {
+        run_scope(&*self, true, f)
+    }
+
+    /// A barrier among `peers` outside any scope.
+    pub fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), NodeError> {
+        self.scope(|s| s.barrier(peers, timeout)).map_err(flatten)
+    }
+
+    /// Gives every rank `region`, and returns every rank's region (index =
+    /// rank): the usual way to learn where peers' buffers are. Collective:
+    /// every rank must call it.
+    pub fn all_gather_remote(
+        &mut self,
+        region: RemoteMemoryRegion,
+        timeout: Duration,
+    ) -> Result<Vec<RemoteMemoryRegion>, NodeError> {
+        let mut wire = [0u8; WIRE_MAX_LEN];
+        let encoded = region.encode_into(&mut wire);
+        let slot = &mut self.sync.dir_src;
+        slot[0] = encoded.len() as u8;
+        slot[1..=encoded.len()].copy_from_slice(encoded);
+        let (me, n) = (self.rank, self.world_size);
+        let everyone: Vec<usize> = (0..n).collect();
+        self.scope(|s| {
+            let sync = s.target().sync();
+            let g = [Gather::of(&sync.dir_src)?];
+            let mut writes = Vec::with_capacity(n);
+            for p in 0..n {
+                let dst = sync.remote[p]
+                    .sub_region(sync.dir_offset(me), DIR_SLOT as u64)
+                    .map_err(TransportError::from)?;
+                writes.push(s.post_write(PeerWriteWorkRequest::new(
+                    p,
+                    WriteWorkRequest::new(&g, dst)?,
+                ))?);
+            }
+            for w in writes {
+                w.wait(timeout)?;
+            }
+            s.barrier(&everyone, timeout)?;
+            (0..n)
+                .map(|p| {
+                    let bytes = sync.dir_entry(p).ok_or_else(|| {
+                        BootstrapError::Protocol(format!("rank {p} wrote no directory entry"))
+                    })?;
+                    Ok(RemoteMemoryRegion::decode(&bytes)?)
+                })
+                .collect::<Result<Vec<_>, NodeError>>()
+        })
+        .map_err(flatten)
+    }
+}
+
+impl<E: Into<NodeError>> From<ScopeError<E>> for NodeError {
+    fn from(e: ScopeError<E>) -> Self {
+        flatten(e)
+    }
+}
+
+/// A scope error as a node error (the closure's first, else the drain's).
+pub(crate) fn flatten<E: Into<NodeError>>(e: ScopeError<E>) -> NodeError {
+    match e {
+        ScopeError::Closure(e) | ScopeError::Both { closure: e, .. } => e.into(),
+        ScopeError::Drain(d) => match d.failed.first() {
+            Some(c) => NodeError::Transport(TransportError::Completion(*c)),
+            None => NodeError::Transport(TransportError::Config(d.to_string())),
+        },
+        _ => NodeError::Transport(TransportError::Config("scope failed".into())),
+    }
+}
+
+/// What a scope over a [`Node`] adds to the peer posts: rank, world size
+/// and the barrier.
+pub trait NodeScope {
+    /// Waits until every rank in `peers` (sorted, containing this rank)
+    /// reached this barrier, or `timeout` passed; a timeout names the
+    /// ranks that did not arrive.
+    fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), BarrierError>;
+    /// Like [`NodeScope::barrier`], without checking the peer list (the
+    /// caller guarantees it is sorted, unique, in range and contains this
+    /// rank; a wrong list can hang until the timeout).
+    fn barrier_unchecked(&mut self, peers: &[usize], timeout: Duration)
+    -> Result<(), BarrierError>;
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn world_size(&self) -> usize;
+    /// The shared protection domain.
+    fn pd(&self) -> &ProtectionDomain;
+}
+
+impl NodeScope for PollingScope<'_, '_, Node> {
+    fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), BarrierError> {
+        let node = self.target();
+        let at = barrier::validate(peers, node.rank, node.world_size)?;
+        barrier::run(self, peers, at, timeout)
+    }
+
+    fn barrier_unchecked(
+        &mut self,
+        peers: &[usize],
+        timeout: Duration,
+    ) -> Result<(), BarrierError> {
+        let me = self.target().rank;
+        let at = peers.iter().position(|&p| p == me).unwrap_or(0);
+        barrier::run(self, peers, at, timeout)
+    }
+
+    fn rank(&self) -> usize {
+        self.target().rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.target().world_size
+    }
+
+    fn pd(&self) -> &ProtectionDomain {
+        self.target().pd()
+    }
+}
