@@ -109,6 +109,19 @@ impl ChannelCore {
         Ok(())
     }
 
+    /// Stops all work towards `peer` (its connection goes to the error
+    /// state, outstanding requests complete with a flush status); posting
+    /// to it fails with [`TransportError::Broken`] until it is reconnected.
+    /// For a peer known to be dead, so nothing waits on it.
+    pub fn flush_peer(&self, peer: usize) -> TransportResult<()> {
+        let count = self.peers();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count });
+        }
+        self.broken.borrow_mut()[peer] = true;
+        self.transport.flush(peer)
+    }
+
     /// Marks a peer usable again after it was reconnected.
     pub(crate) fn mark_connected(&self, peer: usize) {
         if let Some(b) = self.broken.borrow_mut().get_mut(peer) {

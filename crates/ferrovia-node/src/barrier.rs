@@ -2,17 +2,27 @@
 //! running count into a per-sender slot of the receiver, which watches the
 //! slot with atomic loads. Counting per pair (not per barrier) lets any
 //! subset of ranks, and any algorithm, share the same slots.
+//!
+//! When a wait times out the rank asks every participant, by RDMA write
+//! into its query slot, how many barriers it has entered; ranks spinning
+//! in a barrier answer the same way. Those that do not answer (dead,
+//! unreachable, or busy elsewhere) or are behind did not arrive: they are
+//! named in the error and their connections flushed, so nothing is left
+//! waiting on them.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
-    Gather, PeerWriteWorkRequest, PollingScope, ScopedPendingWork, WriteWorkRequest,
+    Gather, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork, WriteWorkRequest,
 };
-use std::sync::atomic::Ordering::Release;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::error::BarrierError;
 use crate::node::Node;
+
+/// How long a timed-out rank waits for answers to its query.
+const QUERY_WAIT: Duration = Duration::from_millis(500);
 
 /// How ranks meet in a barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,9 +66,46 @@ pub(crate) fn validate(
 
 struct Run<'s, 'scope, 'env> {
     s: &'s mut PollingScope<'scope, 'env, Node>,
+    peers: &'s [usize],
     writes: Vec<ScopedPendingWork<'scope>>,
     deadline: Instant,
     timeout: Duration,
+}
+
+/// Writes word `src_at` of the source region into `to`'s flags region at
+/// `dst_at`; the handle is dropped (the scope still drains it).
+fn write_word(
+    s: &mut PollingScope<'_, '_, Node>,
+    to: usize,
+    src_at: usize,
+    dst_at: u64,
+) -> Result<(), BarrierError> {
+    let sync = s.target().sync();
+    let g = [Gather::range(&sync.src, src_at..src_at + 8)?];
+    let dst = sync.remote[to]
+        .sub_region(dst_at, 8)
+        .map_err(ferrovia_channel::TransportError::from)?;
+    drop(s.post_write(PeerWriteWorkRequest::new(
+        to,
+        WriteWorkRequest::new(&g, dst)?,
+    ))?);
+    Ok(())
+}
+
+/// Answers every new query with the number of barriers entered.
+fn answer_queries(s: &mut PollingScope<'_, '_, Node>) {
+    let node = s.target();
+    let (sync, me) = (node.sync(), node.rank());
+    for r in (0..node.world_size()).filter(|&r| r != me) {
+        let q = sync.flag(sync.query_offset(r)).load(Acquire);
+        if q != 0 && q != sync.answered[r].get() {
+            sync.answered[r].set(q);
+            let (src, at) = sync.answer_src(r);
+            src.store(sync.entered.get(), Release);
+            // Best effort: a rank that cannot be answered is gone.
+            let _ = write_word(s, r, at, sync.answer_offset(me));
+        }
+    }
 }
 
 impl<'scope, 'env> Run<'_, 'scope, 'env> {
@@ -91,9 +138,10 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(256) {
-                // Reap our own writes' completions, and let other ranks
-                // sharing this CPU run.
+                // Reap our own writes' completions, answer queries of
+                // ranks that timed out, and let ranks sharing this CPU run.
                 self.s.progress()?;
+                answer_queries(self.s);
                 thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -103,13 +151,40 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
         Ok(())
     }
 
-    /// Names the rank waited on, plus every participant that does not
-    /// answer a probe write (dead or unreachable).
+    /// Asks every participant how many barriers it entered; names those
+    /// that do not answer or are behind, and flushes their connections.
     fn timed_out(&mut self, waited_on: usize) -> BarrierError {
-        let mut missing = vec![waited_on];
-        missing.extend(probe_unreachable(self.s, Duration::from_millis(900)));
-        missing.sort_unstable();
-        missing.dedup();
+        let node = self.s.target();
+        let (sync, me) = (node.sync(), node.rank());
+        let q = sync.queries.get() + 1;
+        sync.queries.set(q);
+        let (src, at) = sync.query_src();
+        src.store(q, Release);
+        let others: Vec<usize> = self.peers.iter().copied().filter(|&p| p != me).collect();
+        for &p in &others {
+            sync.flag(sync.answer_offset(p)).store(u64::MAX, Relaxed);
+            let _ = write_word(self.s, p, at, sync.query_offset(me));
+        }
+        let mine = sync.entered.get();
+        let arrived = |p: usize| {
+            let a = sync.flag(sync.answer_offset(p)).load(Acquire);
+            a != u64::MAX && a >= mine
+        };
+        // The whole window, even once everyone answered: ranks that time
+        // out a little later still get this rank's answer.
+        let until = Instant::now() + QUERY_WAIT;
+        while Instant::now() < until {
+            let _ = self.s.progress();
+            answer_queries(self.s);
+            thread::yield_now();
+        }
+        let mut missing: Vec<usize> = others.into_iter().filter(|&p| !arrived(p)).collect();
+        if missing.is_empty() {
+            missing.push(waited_on); // everyone answered late: name the one we waited on
+        }
+        for &p in &missing {
+            let _ = self.s.target().core().flush_peer(p);
+        }
         BarrierError::Timeout {
             missing,
             after: self.timeout,
@@ -128,37 +203,6 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
     }
 }
 
-/// Writes one word to every other rank's probe slot; returns the ranks
-/// whose write fails or does not complete within `limit`.
-fn probe_unreachable(s: &mut PollingScope<'_, '_, Node>, limit: Duration) -> Vec<usize> {
-    let node = s.target();
-    let sync = node.sync();
-    let mut pending = Vec::new();
-    let mut dead = Vec::new();
-    for p in (0..node.world_size()).filter(|&p| p != node.rank()) {
-        let posted = Gather::range(&sync.src, 0..8).and_then(|g| {
-            let probe = sync.remote[p].sub_region(sync.probe_offset(), 8)?;
-            s.post_write(PeerWriteWorkRequest::new(
-                p,
-                WriteWorkRequest::new(&[g], probe)?,
-            ))
-        });
-        match posted {
-            Ok(h) => pending.push((p, h)),
-            Err(_) => dead.push(p),
-        }
-    }
-    let deadline = Instant::now() + limit;
-    for (p, h) in pending {
-        if h.wait(deadline.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
-            dead.push(p);
-        }
-    }
-    dead
-}
-
 /// Runs a barrier among `peers` (validated by the caller) on scope `s`.
 pub(crate) fn run(
     s: &mut PollingScope<'_, '_, Node>,
@@ -168,8 +212,11 @@ pub(crate) fn run(
 ) -> Result<(), BarrierError> {
     let algorithm = s.target().algorithm();
     let m = peers.len();
+    let sync = s.target().sync();
+    sync.entered.set(sync.entered.get() + 1);
     let mut run = Run {
         s,
+        peers,
         writes: Vec::new(),
         deadline: Instant::now() + timeout,
         timeout,

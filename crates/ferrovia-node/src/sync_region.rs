@@ -1,5 +1,6 @@
-//! The memory every rank exposes for synchronisation: one signal counter
-//! per peer, a probe word, and a directory of remote-region descriptors.
+//! The memory every rank exposes for synchronisation: per peer a signal
+//! counter, a query slot and an answer slot, and a directory of
+//! remote-region descriptors.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire};
@@ -16,9 +17,9 @@ const _: () = assert!(WIRE_MAX_LEN < DIR_SLOT);
 
 /// This rank's synchronisation state.
 pub(crate) struct SyncRegion {
-    /// Peers write here: `[counters; n][probe][directory; n]`.
+    /// Peers write here: `[counters; n][queries; n][answers; n][directory; n]`.
     pub(crate) flags: RegisteredBuffer,
-    /// Sources of the counter writes, one word per target rank.
+    /// Sources: `[signals; n][answers; n][query]`, one word per target.
     pub(crate) src: RegisteredBuffer,
     /// Source of directory writes.
     pub(crate) dir_src: RegisteredBuffer,
@@ -27,6 +28,12 @@ pub(crate) struct SyncRegion {
     /// Signals sent to each rank, and signals consumed from each rank.
     pub(crate) sent: Vec<Cell<u64>>,
     pub(crate) seen: Vec<Cell<u64>>,
+    /// The last query of each rank this one answered.
+    pub(crate) answered: Vec<Cell<u64>>,
+    /// Barriers this rank has entered.
+    pub(crate) entered: Cell<u64>,
+    /// Queries this rank has sent.
+    pub(crate) queries: Cell<u64>,
     n: usize,
 }
 
@@ -37,25 +44,50 @@ impl SyncRegion {
             .allow_remote_read();
         Ok(SyncRegion {
             flags: registry.alloc(Self::flags_len(n), exposed)?,
-            src: registry.alloc(8 * n, RegisterOptions::local())?,
+            src: registry.alloc(8 * (2 * n + 1), RegisterOptions::local())?,
             dir_src: registry.alloc(DIR_SLOT, RegisterOptions::local())?,
             remote: Vec::new(),
             sent: (0..n).map(|_| Cell::new(0)).collect(),
             seen: (0..n).map(|_| Cell::new(0)).collect(),
+            answered: (0..n).map(|_| Cell::new(0)).collect(),
+            entered: Cell::new(0),
+            queries: Cell::new(0),
             n,
         })
     }
 
     fn flags_len(n: usize) -> usize {
-        8 * n + 8 + DIR_SLOT * n
+        24 * n + DIR_SLOT * n
     }
 
-    pub(crate) fn probe_offset(&self) -> u64 {
-        8 * self.n as u64
+    /// Where rank `from` writes its queries to this region's owner.
+    pub(crate) fn query_offset(&self, from: usize) -> u64 {
+        (8 * (self.n + from)) as u64
+    }
+
+    /// Where rank `from` writes its answers to this region's owner.
+    pub(crate) fn answer_offset(&self, from: usize) -> u64 {
+        (8 * (2 * self.n + from)) as u64
     }
 
     pub(crate) fn dir_offset(&self, rank: usize) -> u64 {
-        (8 * self.n + 8 + DIR_SLOT * rank) as u64
+        (24 * self.n + DIR_SLOT * rank) as u64
+    }
+
+    /// Word `i` of the flags region.
+    pub(crate) fn flag(&self, offset: u64) -> &AtomicU64 {
+        &Self::words(&self.flags)[offset as usize / 8]
+    }
+
+    /// Source word for answers to `to`, and for queries.
+    pub(crate) fn answer_src(&self, to: usize) -> (&AtomicU64, usize) {
+        let i = self.n + to;
+        (&Self::words(&self.src)[i], i * 8)
+    }
+
+    pub(crate) fn query_src(&self) -> (&AtomicU64, usize) {
+        let i = 2 * self.n;
+        (&Self::words(&self.src)[i], i * 8)
     }
 
     fn words(buf: &RegisteredBuffer) -> &[AtomicU64] {

@@ -1,0 +1,235 @@
+//! `ferrovia-rank`: one rank of a ferrovia job, for the multi-process
+//! tests, the demo and the barrier benchmark. Rank, world size and
+//! rendezvous come from the launcher's environment (`FERROVIA_*`,
+//! torchrun, Slurm, mpirun).
+//!
+//! ```text
+//! ferrovia-rank exchange [ITERS]              every operation with every rank, verified
+//! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
+//! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
+//! ```
+//! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
+//! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use ferrovia_channel::{
+    Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
+    ReadWorkRequest, ReceiveWorkRequest, Scatter, SendWorkRequest, WriteWorkRequest,
+};
+use ferrovia_mr::RegisterOptions;
+use ferrovia_node::{BarrierAlgorithm, Node, NodeBuilder, NodeError, NodeScope, from_vars};
+
+const SLOT: usize = 64;
+const WAIT: Duration = Duration::from_secs(30);
+
+fn pattern(from: usize, to: usize, iter: usize) -> [u8; SLOT] {
+    std::array::from_fn(|i| (from * 31 + to * 7 + iter * 13 + i) as u8)
+}
+
+fn build(algorithm: BarrierAlgorithm) -> Result<Node, NodeError> {
+    let info = from_vars(&|k| std::env::var(k).ok())?;
+    let mut b = NodeBuilder::from_launch(&info).barrier_algorithm(algorithm);
+    if let Some(ms) = std::env::var("FERROVIA_BOOTSTRAP_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        b = b.bootstrap_timeout(Duration::from_millis(ms));
+    }
+    b.build()
+}
+
+/// Every operation with every rank, data verified, barriers between.
+fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
+    let (me, n) = (node.rank(), node.world_size());
+    let all: Vec<usize> = (0..n).collect();
+    let opts = RegisterOptions::local()
+        .allow_remote_write()
+        .allow_remote_read();
+    let inbox = node.registry().alloc(n * SLOT, opts)?;
+    let mut outbox = node.registry().alloc(n * SLOT, RegisterOptions::local())?;
+    let mut recv = node.registry().alloc(n * SLOT, RegisterOptions::local())?;
+    let mut back = node.registry().alloc(n * SLOT, RegisterOptions::local())?;
+    let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
+    let others: Vec<usize> = (0..n).filter(|&p| p != me).collect();
+    for it in 0..iters {
+        for p in 0..n {
+            outbox[p * SLOT..(p + 1) * SLOT].copy_from_slice(&pattern(me, p, it));
+        }
+        node.scope(|s| {
+            let (rbytes, rreg) = recv.split_mut();
+            let mut rchunks: Vec<_> = rbytes.chunks_mut(SLOT).map(Some).collect();
+            let recvs = s.post_gather_receive(
+                others
+                    .iter()
+                    .map(|&p| {
+                        Ok(PeerReceiveWorkRequest::new(
+                            p,
+                            ReceiveWorkRequest::new(Scatter::new(
+                                rreg,
+                                rchunks[p].take().unwrap(),
+                            )?),
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, NodeError>>()?,
+            )?;
+            s.barrier(&all, WAIT)?; // every receive is posted
+            let gathers: Vec<[Gather<'_>; 1]> = (0..n)
+                .map(|p| Ok([Gather::range(&outbox, p * SLOT..(p + 1) * SLOT)?]))
+                .collect::<Result<_, NodeError>>()?;
+            let sends = s.post_scatter_send(others.iter().map(|&p| {
+                PeerSendWorkRequest::new(p, SendWorkRequest::new(&gathers[p]).unwrap())
+            }))?;
+            let writes = s.post_scatter_write(
+                (0..n)
+                    .map(|p| {
+                        Ok(PeerWriteWorkRequest::new(
+                            p,
+                            WriteWorkRequest::new(
+                                &gathers[p],
+                                remotes[p].sub_region((me * SLOT) as u64, SLOT as u64)?,
+                            )?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, NodeError>>()?,
+            )?;
+            for h in sends.into_iter().chain(writes) {
+                h.wait(WAIT)?;
+            }
+            for (h, &p) in recvs.into_iter().zip(&others) {
+                let got = h.wait(WAIT)?.into_received().unwrap_or_default();
+                if got != pattern(p, me, it) {
+                    return Err(NodeError::Transport(
+                        ferrovia_channel::TransportError::Config(format!(
+                            "iteration {it}: send from rank {p} corrupted"
+                        )),
+                    ));
+                }
+            }
+            s.barrier(&all, WAIT)?; // every write has landed
+            for p in 0..n {
+                if inbox[p * SLOT..(p + 1) * SLOT] != pattern(p, me, it) {
+                    return Err(NodeError::Transport(
+                        ferrovia_channel::TransportError::Config(format!(
+                            "iteration {it}: write from rank {p} corrupted"
+                        )),
+                    ));
+                }
+            }
+            let (bbytes, breg) = back.split_mut();
+            let reads = s.post_gather_read(
+                bbytes
+                    .chunks_mut(SLOT)
+                    .enumerate()
+                    .map(|(p, chunk)| {
+                        Ok(PeerReadWorkRequest::new(
+                            p,
+                            ReadWorkRequest::new(
+                                Scatter::new(breg, chunk)?,
+                                remotes[p].sub_region((me * SLOT) as u64, SLOT as u64)?,
+                            )?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, NodeError>>()?,
+            )?;
+            for (p, h) in reads.into_iter().enumerate() {
+                let got = h.wait(WAIT)?.into_buffer().unwrap_or_default();
+                if got != pattern(me, p, it) {
+                    return Err(NodeError::Transport(
+                        ferrovia_channel::TransportError::Config(format!(
+                            "iteration {it}: read from rank {p} corrupted"
+                        )),
+                    ));
+                }
+            }
+            s.barrier(&all, WAIT)?; // nobody rewrites an inbox still being read
+            Ok::<_, NodeError>(())
+        })?;
+    }
+    println!(
+        "rank {me}: {iters} iterations of send/recv, write, read and barriers with {n} ranks verified"
+    );
+    Ok(())
+}
+
+fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), NodeError> {
+    let all: Vec<usize> = (0..node.world_size()).collect();
+    node.barrier(&all, WAIT)?;
+    println!("rank {}: in barrier loop", node.rank());
+    for _ in 0..iters {
+        node.barrier(&all, timeout)?;
+    }
+    println!("rank {}: {iters} barriers done", node.rank());
+    Ok(())
+}
+
+fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
+    let all: Vec<usize> = (0..node.world_size()).collect();
+    let mut times = Vec::with_capacity(iters);
+    node.scope(|s| {
+        for _ in 0..10 {
+            s.barrier(&all, WAIT)?;
+        }
+        for _ in 0..iters {
+            let t = Instant::now();
+            s.barrier(&all, WAIT)?;
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok::<_, NodeError>(())
+    })?;
+    times.sort_by(f64::total_cmp);
+    if node.rank() == 0 {
+        println!(
+            "barrier ranks={} median_us={:.1} p99_us={:.1}",
+            node.world_size(),
+            times[times.len() / 2],
+            times[(times.len() * 99 / 100).min(times.len() - 1)]
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg =
+        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let algorithm = match (
+        args.first().map(String::as_str),
+        args.get(1).map(String::as_str),
+    ) {
+        (Some("barrier-bench"), Some("centralized")) => BarrierAlgorithm::Centralized,
+        (Some("barrier-bench"), Some("tree")) => BarrierAlgorithm::BinaryTree,
+        _ => BarrierAlgorithm::Dissemination,
+    };
+    let mut node = match build(algorithm) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("ferrovia-rank: bootstrap failed: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.first().map(String::as_str) {
+        Some("exchange") => exchange(&mut node, arg(1, 10)),
+        Some("barrier-loop") => barrier_loop(
+            &mut node,
+            arg(1, 1_000_000),
+            Duration::from_millis(arg(2, 3000) as u64),
+        ),
+        Some("barrier-bench") => barrier_bench(&mut node, arg(2, 200)),
+        _ => {
+            eprintln!(
+                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS]"
+            );
+            return ExitCode::from(1);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrovia-rank {}: {e}", node.rank());
+            ExitCode::from(3)
+        }
+    }
+}
