@@ -4,6 +4,7 @@
 //! torchrun, Slurm, mpirun).
 //!
 //! ```text
+//! ferrovia-rank demo                          a narrated tour: barrier, ring send, writes, reads
 //! ferrovia-rank exchange [ITERS]              every operation with every rank, verified
 //! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
 //! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
@@ -154,6 +155,101 @@ fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// A narrated tour for the README's main job.
+fn demo(node: &mut Node) -> Result<(), NodeError> {
+    let (me, n) = (node.rank(), node.world_size());
+    let all: Vec<usize> = (0..n).collect();
+    let say = |what: String| println!("rank {me}: {what}");
+    say(format!(
+        "joined a world of {n} ranks, backend {:?} on device {}",
+        node.backend(),
+        node.pd().context().name()
+    ));
+    node.barrier(&all, WAIT)?;
+    say("barrier: every rank is connected".into());
+
+    // Ring: send a greeting to the next rank, receive one from the previous.
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let text = format!("hello from rank {me}");
+    let greeting = node
+        .registry()
+        .register_buffer(text.clone().into_bytes(), RegisterOptions::local())?;
+    let mut inbox = node.registry().alloc(64, RegisterOptions::local())?;
+    let got = node.scope(|s| {
+        let r = s.post_receive(PeerReceiveWorkRequest::new(
+            prev,
+            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+        ))?;
+        s.barrier(&all, WAIT)?; // receives are posted before anyone sends
+        let g = [Gather::of(&greeting)?];
+        s.post_send(PeerSendWorkRequest::new(next, SendWorkRequest::new(&g)?))?
+            .wait(WAIT)?;
+        let done = r.wait(WAIT)?;
+        Ok::<_, NodeError>(
+            String::from_utf8_lossy(done.into_received().unwrap_or_default()).into_owned(),
+        )
+    })?;
+    say(format!(
+        "send/recv: sent {text:?} to rank {next}, received {got:?} from rank {prev}"
+    ));
+
+    // One-sided: write my rank into slot `me` of every rank's board.
+    let opts = RegisterOptions::local()
+        .allow_remote_write()
+        .allow_remote_read();
+    let board = node.registry().alloc(n * 8, opts)?;
+    let boards = node.all_gather_remote(board.registration().remote()?, WAIT)?;
+    let mine = node.registry().register_buffer(
+        (me as u64 + 100).to_le_bytes().to_vec(),
+        RegisterOptions::local(),
+    )?;
+    let mut peek = node.registry().alloc(n * 8, RegisterOptions::local())?;
+    node.scope(|s| {
+        let g = [Gather::of(&mine)?];
+        for (p, remote) in boards.iter().enumerate() {
+            s.post_write(PeerWriteWorkRequest::new(
+                p,
+                WriteWorkRequest::new(&g, remote.sub_region(8 * me as u64, 8)?)?,
+            ))?
+            .wait(WAIT)?;
+        }
+        s.barrier(&all, WAIT)?; // every write has landed everywhere
+        // Read the next rank's whole board back.
+        s.post_read(PeerReadWorkRequest::new(
+            next,
+            ReadWorkRequest::new(Scatter::of(&mut peek)?, boards[next])?,
+        ))?
+        .wait(WAIT)?;
+        Ok::<_, NodeError>(())
+    })?;
+    let values = |b: &[u8]| -> Vec<u64> {
+        b.chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect()
+    };
+    let expect: Vec<u64> = (0..n as u64).map(|r| r + 100).collect();
+    if values(&board) != expect || values(&peek) != expect {
+        return Err(NodeError::Transport(
+            ferrovia_channel::TransportError::Config(format!(
+                "board {:?} / rank {next}'s board {:?}, expected {expect:?}",
+                values(&board),
+                values(&peek)
+            )),
+        ));
+    }
+    say(format!(
+        "RDMA write: every rank wrote its slot of my board: {:?}",
+        values(&board)
+    ));
+    say(format!(
+        "RDMA read: read rank {next}'s board back: {:?}",
+        values(&peek)
+    ));
+    node.barrier(&all, WAIT)?;
+    say("barrier: done, all data verified".into());
+    Ok(())
+}
+
 fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), NodeError> {
     let all: Vec<usize> = (0..node.world_size()).collect();
     node.barrier(&all, WAIT)?;
@@ -211,6 +307,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.first().map(String::as_str) {
+        Some("demo") => demo(&mut node),
         Some("exchange") => exchange(&mut node, arg(1, 10)),
         Some("barrier-loop") => barrier_loop(
             &mut node,
