@@ -9,7 +9,7 @@
 //! | [`verbs`] | `ferrovia-verbs` | safe RAII verbs objects: device, context, PD, CQ, RC QP, MR |
 //! | [`mr`] | `ferrovia-mr` | memory-region registry, views, remote descriptors |
 //! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
-//! | [`node`] | `ferrovia-node` | the multi-peer `Node` (in progress) |
+//! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport, with the `ucx` feature (in progress) |
 //!
 //! # Features
@@ -43,6 +43,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+/// The traits a ferrovia program usually wants in scope.
+pub mod prelude {
+    pub use ferrovia_node::NodeScope;
+}
+
 pub use ferrovia_channel as channel;
 pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
@@ -58,4 +63,5 @@ pub use ferrovia_channel::{
     TransportError, TransportResult, WorkDone, WriteWorkRequest,
 };
 pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
+pub use ferrovia_node::{BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError, NodeScope};
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
