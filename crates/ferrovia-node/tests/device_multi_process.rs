@@ -73,9 +73,14 @@ fn finish(mut child: Child, limit: Duration) -> (Option<i32>, String, String) {
 }
 
 fn exchange(n: usize, iters: &str) {
+    exchange_with(n, iters, "dissemination");
+}
+
+fn exchange_with(n: usize, iters: &str, barrier: &str) {
     let job = Job::new(n);
+    let env = [("FERROVIA_BARRIER", barrier)];
     let ranks: Vec<Child> = (0..n)
-        .map(|r| job.spawn(r, &["exchange", iters], &[]))
+        .map(|r| job.spawn(r, &["exchange", iters], &env))
         .collect();
     for (r, child) in ranks.into_iter().enumerate() {
         let (code, out, err) = finish(child, Duration::from_secs(240));
@@ -94,6 +99,14 @@ fn two_ranks_exchange_with_every_operation() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn four_ranks_exchange_with_every_operation() {
     exchange(4, "4");
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn centralized_and_tree_barriers_with_five_ranks() {
+    // Five: not a power of two, so the tree is unbalanced.
+    exchange_with(5, "2", "centralized");
+    exchange_with(5, "2", "tree");
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
 //! ```
 //! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
-//! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous.
+//! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous;
+//! `FERROVIA_BARRIER=dissemination|centralized|tree` picks the barrier.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -145,6 +146,10 @@ fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
                     ));
                 }
             }
+            // Subsets: even and odd ranks meet separately, twice back to back.
+            let half: Vec<usize> = (0..n).filter(|p| p % 2 == me % 2).collect();
+            s.barrier(&half, WAIT)?;
+            s.barrier(&half, WAIT)?;
             s.barrier(&all, WAIT)?; // nobody rewrites an inbox still being read
             Ok::<_, NodeError>(())
         })?;
