@@ -1,6 +1,5 @@
 //! The registry: register once, look views up by virtual address.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -50,10 +49,14 @@ pub(crate) struct RegistryInner {
     pub(crate) counters: Counters,
 }
 
+/// Registrations sorted by (start address, id), in two parallel vectors:
+/// a lookup binary-searches the dense key vector (few cache lines) and
+/// touches one or two entries. Inserting and removing shift the vectors,
+/// which is cheap next to the registration itself.
 #[derive(Default)]
 struct Table {
-    /// Keyed by (start address, id): overlapping registrations coexist.
-    by_start: BTreeMap<(usize, usize), Entry>,
+    keys: Vec<(usize, usize)>,
+    entries: Vec<Entry>,
     /// Longest live segment: bounds how far back a lookup must scan.
     max_len: usize,
 }
@@ -86,7 +89,18 @@ impl Table {
     /// ((start, id), entry).
     fn candidates(&self, addr: usize) -> impl Iterator<Item = (&(usize, usize), &Entry)> {
         let floor = addr.saturating_sub(self.max_len);
-        self.by_start.range((floor, 0)..=(addr, usize::MAX)).rev()
+        let upto = self.keys.partition_point(|&(start, _)| start <= addr);
+        self.keys[..upto]
+            .iter()
+            .zip(&self.entries[..upto])
+            .rev()
+            .take_while(move |((start, _), _)| *start >= floor)
+    }
+
+    fn insert(&mut self, key: (usize, usize), entry: Entry) {
+        let at = self.keys.partition_point(|k| *k < key);
+        self.keys.insert(at, key);
+        self.entries.insert(at, entry);
     }
 
     /// The tightest registration covering `[addr, end)`.
@@ -107,11 +121,15 @@ impl Table {
     }
 
     fn remove(&mut self, seg: &Segment) {
-        self.by_start.remove(&(seg.addr, seg.id));
+        if let Ok(at) = self.keys.binary_search(&(seg.addr, seg.id)) {
+            self.keys.remove(at);
+            self.entries.remove(at);
+        }
         if seg.len == self.max_len {
             self.max_len = self
-                .by_start
+                .keys
                 .iter()
+                .zip(&self.entries)
                 .map(|(&(s, _), e)| e.end - s)
                 .max()
                 .unwrap_or(0);
@@ -254,7 +272,7 @@ impl MrRegistry {
             rkey: seg.rkey,
             seg: seg.clone(),
         };
-        table.by_start.insert((seg.addr, seg.id), entry);
+        table.insert((seg.addr, seg.id), entry);
         table.max_len = table.max_len.max(len);
         let c = &self.inner.counters;
         c.made.fetch_add(1, Relaxed);
