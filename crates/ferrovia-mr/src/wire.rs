@@ -31,14 +31,12 @@ fn put_varint(out: &mut [u8; WIRE_MAX_LEN], pos: &mut usize, mut v: u64) {
     }
 }
 
+#[inline(always)]
 fn take_varint(bytes: &[u8], pos: &mut usize, bits: u32) -> Result<u64, MrError> {
     let max_len = bits.div_ceil(7) as usize;
+    let rest = bytes.get(*pos..).unwrap_or_default();
     let mut v = 0u64;
-    for i in 0..max_len {
-        let &byte = bytes
-            .get(*pos)
-            .ok_or(MrError::Truncated { len: bytes.len() })?;
-        *pos += 1;
+    for (i, &byte) in rest.iter().take(max_len).enumerate() {
         let shift = 7 * i as u32;
         let chunk = u64::from(byte & 0x7f);
         if shift + 7 > bits && chunk >> (bits - shift) != 0 {
@@ -49,12 +47,17 @@ fn take_varint(bytes: &[u8], pos: &mut usize, bits: u32) -> Result<u64, MrError>
             if byte == 0 && i > 0 {
                 return Err(MrError::Malformed("non-canonical varint".into()));
             }
+            *pos += i + 1;
             return Ok(v);
         }
     }
-    Err(MrError::Malformed(format!(
-        "varint longer than {max_len} bytes"
-    )))
+    if rest.len() < max_len {
+        Err(MrError::Truncated { len: bytes.len() })
+    } else {
+        Err(MrError::Malformed(format!(
+            "varint longer than {max_len} bytes"
+        )))
+    }
 }
 
 impl RemoteMemoryRegion {
