@@ -1,0 +1,2 @@
+/* Headers ferrovia-ucx binds. */
+#include <ucp/api/ucp.h>
