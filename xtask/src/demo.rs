@@ -1,44 +1,143 @@
-//! `cargo xtask demo`: builds and runs the project's demonstrations, on the
-//! host's RDMA device if it has one, else inside the VM.
+//! `cargo xtask demo [NAME|all]`: builds and runs one of the project's
+//! demonstrations (by default the first of [`DEMOS`], README's main job),
+//! on the host's RDMA device if it has one, else inside the VM.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::failure::{Failure, Result};
+use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, rdma_devices, workspace};
+use crate::{cargo_artifacts, cmd, deps, rdma_devices, signals, workspace};
 
-/// One demonstration: an example program of a workspace package.
+/// One demonstration.
+#[derive(Debug)]
 struct Demo {
+    /// `cargo xtask demo NAME`.
+    name: &'static str,
     title: &'static str,
-    package: &'static str,
-    example: &'static str,
+    program: Program,
     args: &'static [&'static str],
-    /// Needs a verbs device (else it runs on the host as is).
+    /// How many processes: 1 runs the program as is; more run it as the
+    /// ranks of one job on one machine (see [`ranks`]).
+    ranks: usize,
+    /// Needs a verbs device: in the VM unless the host has one (else it
+    /// runs on the host as is).
     needs_rdma: bool,
 }
 
-/// Run in this order; add new demos here.
-const DEMOS: &[Demo] = &[Demo {
-    title: "RC ping-pong over ibverbs (device from FERROVIA_DEVICE or the first one)",
-    package: "ferrovia-verbs",
-    example: "rc_pingpong",
-    args: &[],
-    needs_rdma: true,
-}];
+/// What cargo builds for a demo (or a benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Program {
+    /// `cargo build -p PACKAGE --example NAME`.
+    Example {
+        package: &'static str,
+        name: &'static str,
+    },
+    /// `cargo build -p PACKAGE --bin NAME`.
+    Bin {
+        package: &'static str,
+        name: &'static str,
+    },
+}
 
-/// `cargo xtask demo`.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    if !args.is_empty() {
-        return Err(Failure::with_status("usage: cargo xtask demo", 2));
+impl Program {
+    fn name(self) -> &'static str {
+        match self {
+            Program::Example { name, .. } | Program::Bin { name, .. } => name,
+        }
     }
+
+    /// The cargo build arguments, JSON messages included.
+    fn build_args(self) -> [&'static str; 6] {
+        let (package, kind, name) = match self {
+            Program::Example { package, name } => (package, "--example", name),
+            Program::Bin { package, name } => (package, "--bin", name),
+        };
+        ["build", "-p", package, kind, name, "--message-format=json"]
+    }
+
+    /// The cargo target kind of the executable (`example`, `bin`).
+    fn kind(self) -> &'static str {
+        match self {
+            Program::Example { .. } => "example",
+            Program::Bin { .. } => "bin",
+        }
+    }
+}
+
+/// The first is the default; add new demos here.
+const DEMOS: &[Demo] = &[
+    Demo {
+        name: "node",
+        title: "a 4-rank ferrovia Node job: rendezvous, send/recv, RDMA write and read, barriers",
+        program: Program::Bin {
+            package: "ferrovia-node",
+            name: "ferrovia-rank",
+        },
+        args: &["demo"],
+        ranks: 4,
+        needs_rdma: true,
+    },
+    Demo {
+        name: "pingpong",
+        title: "RC ping-pong over ibverbs (device from FERROVIA_DEVICE or the first one)",
+        program: Program::Example {
+            package: "ferrovia-verbs",
+            name: "rc_pingpong",
+        },
+        args: &[],
+        ranks: 1,
+        needs_rdma: true,
+    },
+];
+
+/// A multi-rank demo in the VM: the whole job, boot not included.
+const RANKS_TIMEOUT: Duration = Duration::from_secs(600);
+/// The VM run of a demo, boot retries included.
+const VM_TIMEOUT: Duration = Duration::from_secs(900);
+
+fn usage() -> String {
+    let names: Vec<&str> = DEMOS.iter().map(|d| d.name).collect();
+    format!(
+        "usage: cargo xtask demo [{}|all] (default: {})",
+        names.join("|"),
+        DEMOS[0].name
+    )
+}
+
+/// The demos `args` ask for; `None` for `--help`.
+fn select(args: &[OsString]) -> Result<Option<Vec<&'static Demo>>> {
+    match args {
+        [] => Ok(Some(vec![&DEMOS[0]])),
+        [name] if name == "all" => Ok(Some(DEMOS.iter().collect())),
+        [name] if name == "-h" || name == "--help" => Ok(None),
+        [name] => DEMOS
+            .iter()
+            .find(|d| name == d.name)
+            .map(|d| Some(vec![d]))
+            .ok_or_else(|| {
+                Failure::with_status(format!("no demo {}\n{}", name.display(), usage()), 2)
+            }),
+        _ => Err(Failure::with_status(usage(), 2)),
+    }
+}
+
+/// `cargo xtask demo [NAME|all]`.
+pub(crate) fn command(args: &[OsString]) -> Result<u8> {
+    let Some(demos) = select(args)? else {
+        say!("{}", usage());
+        return Ok(0);
+    };
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
-    for demo in DEMOS {
+    for demo in demos {
         say!("xtask demo: {}", demo.title);
         let status = run_demo(demo)?;
         if status != 0 {
             return Err(Failure::with_status(
-                format!("demo {} failed", demo.example),
+                format!("demo {} failed", demo.name),
                 status,
             ));
         }
@@ -46,35 +145,123 @@ pub(crate) fn command(args: &[OsString]) -> Result<u8> {
     Ok(0)
 }
 
-fn run_demo(demo: &Demo) -> Result<u8> {
+/// Builds `program` (optimized with `release`) and returns the
+/// executable's path.
+pub(crate) fn build(program: Program, release: bool) -> Result<PathBuf> {
     let mut build = cmd::cargo();
-    build.args([
-        "build",
-        "-p",
-        demo.package,
-        "--example",
-        demo.example,
-        "--message-format=json",
-    ]);
-    let program = cargo_artifacts::build(&mut build)?
+    build.args(program.build_args());
+    if release {
+        build.arg("--release");
+    }
+    cargo_artifacts::build(&mut build)?
         .into_iter()
-        .find(|e| e.target_name == demo.example && e.kinds.iter().any(|k| k == "example"))
+        .find(|e| e.target_name == program.name() && e.kinds.iter().any(|k| k == program.kind()))
+        .map(|e| e.path)
         .ok_or_else(|| {
             Failure::new(format!(
-                "cargo built no example {} in {}",
-                demo.example, demo.package
+                "`{}` built no {} {}",
+                cmd::describe(&build),
+                program.kind(),
+                program.name()
             ))
-        })?
-        .path;
-    let mut command = vec![program.into_os_string()];
-    command.extend(demo.args.iter().map(OsString::from));
-    if !demo.needs_rdma || !rdma_devices::host_devices().is_empty() {
-        let status = std::process::Command::new(&command[0])
-            .args(&command[1..])
+        })
+}
+
+fn run_demo(demo: &Demo) -> Result<u8> {
+    let program = build(demo.program, false)?;
+    let args: Vec<OsString> = demo.args.iter().map(OsString::from).collect();
+    let here = !demo.needs_rdma || !rdma_devices::host_devices().is_empty();
+    if demo.ranks > 1 {
+        let mut job = Job::new(program, demo.ranks, args);
+        job.timeout = RANKS_TIMEOUT;
+        if here {
+            say!(
+                "xtask demo: {} ranks of {} on this host",
+                demo.ranks,
+                demo.program.name()
+            );
+            signals::catch_termination();
+            return ranks::run(&job)?.verdict().map(|()| 0);
+        }
+        say!(
+            "xtask demo: no RDMA device on this host: running {} ranks of {} in one VM (cargo xtask vm)",
+            demo.ranks,
+            demo.program.name()
+        );
+        let mut command = vec![xtask_exe()?, "ranks".into()];
+        command.extend(ranks::to_args(&job));
+        return vm::run(&vm_options(command));
+    }
+    if here {
+        let status = std::process::Command::new(&program)
+            .args(&args)
             .status()
-            .map_err(|e| Failure::new(format!("cannot run {}: {e}", demo.example)))?;
+            .map_err(|e| Failure::new(format!("cannot run {}: {e}", program.display())))?;
         return Ok(status.code().map_or(1, |c| c as u8));
     }
     say!("xtask demo: no RDMA device on this host: running it in a VM (cargo xtask vm)");
-    vm::run(&VmOptions::new(command))
+    let mut command = vec![program.into_os_string()];
+    command.extend(args);
+    vm::run(&vm_options(command))
+}
+
+fn vm_options(command: Vec<OsString>) -> VmOptions {
+    let mut options = VmOptions::new(command);
+    options.timeout = VM_TIMEOUT;
+    options
+}
+
+/// This xtask binary, to run a hidden subcommand of it inside the VM (the
+/// guest sees the host's filesystem, so the same path works there).
+pub(crate) fn xtask_exe() -> Result<OsString> {
+    std::env::current_exe()
+        .map(PathBuf::into_os_string)
+        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_node_demo_is_the_default_and_pingpong_stays() {
+        let names = |args: &[&str]| -> Vec<&str> {
+            select(&os(args))
+                .unwrap()
+                .unwrap()
+                .iter()
+                .map(|d| d.name)
+                .collect()
+        };
+        assert_eq!(names(&[]), ["node"]);
+        assert_eq!(names(&["pingpong"]), ["pingpong"]);
+        assert_eq!(names(&["all"]), ["node", "pingpong"]);
+        assert_eq!(select(&os(&["nope"])).unwrap_err().status(), 2);
+        assert_eq!(select(&os(&["a", "b"])).unwrap_err().status(), 2);
+        assert!(select(&os(&["--help"])).unwrap().is_none());
+    }
+
+    #[test]
+    fn demo_names_are_unique_and_builds_are_well_formed() {
+        for (i, demo) in DEMOS.iter().enumerate() {
+            assert!(DEMOS[..i].iter().all(|d| d.name != demo.name));
+            assert!(demo.ranks >= 1);
+        }
+        assert_eq!(
+            DEMOS[0].program.build_args(),
+            [
+                "build",
+                "-p",
+                "ferrovia-node",
+                "--bin",
+                "ferrovia-rank",
+                "--message-format=json"
+            ]
+        );
+        assert_eq!(DEMOS[1].program.kind(), "example");
+    }
 }

@@ -1,11 +1,13 @@
 //! `cargo xtask`: ferrovia's project automation. Subcommands: `deps`,
-//! `softroce`, `vm`, `test`, `ci`, `demo` (see `cargo xtask --help`).
+//! `softroce`, `vm`, `test`, `ci`, `demo`, `bench` (see `cargo xtask
+//! --help`).
 //! Dependencies are std plus libc only, so it builds on a bare machine
 //! before any RDMA package is installed.
 
 #[macro_use]
 mod out;
 
+mod bench;
 mod cargo_artifacts;
 mod cmd;
 mod demo;
@@ -15,10 +17,12 @@ mod failure;
 mod json;
 mod layering;
 mod libtest;
+mod ranks;
 mod rdma_devices;
 mod signals;
 mod softroce;
 mod test_suite;
+mod two_host;
 mod vm;
 mod workspace;
 
@@ -35,12 +39,18 @@ commands:
                           (cargo xtask vm --help for the options)
   test [-- CARGO_ARGS [-- TEST_ARGS]]
                           packages, layering check, host tests, device tests
-                          (on the host's RDMA device, else in the VM);
-                          ends with `ferrovia: N passed, M failed`
+                          (on the host's RDMA device, else in the VM), then
+                          ferrovia-rank in two VMs (vm --hosts 2; skipped on
+                          a host with RDMA); ends with `ferrovia: N passed, M failed`
   ci [-- CARGO_ARGS [-- TEST_ARGS]]
                           cargo fmt --check, clippy -D warnings, doc with
                           warnings denied, then the same as `test`
-  demo                    build and run the demos";
+  demo [node|pingpong|all]
+                          build and run a demo (default node: 4 ranks of
+                          ferrovia-rank demo; pingpong: rc_pingpong), on the
+                          host's RDMA device, else in the VM
+  bench barrier           barrier algorithms x 2/4/8/16 ranks in one VM boot
+                          (on the host's RDMA device if any): markdown tables";
 
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -56,9 +66,14 @@ fn main() -> ExitCode {
         "test" => test_suite::command(test_suite::Mode::Test, &args),
         "ci" => test_suite::command(test_suite::Mode::Ci, &args),
         "demo" => demo::command(&args),
-        // Hidden: what `test` runs inside the VM, and its step 2 alone.
+        "bench" => bench::command(&args),
+        // Hidden: what `test`, `demo` and `bench` run inside the VM, and
+        // single steps of `test`.
         "device-tests" => device_tests::command(&args),
+        "ranks" => ranks::command(&args),
+        "bench-barrier-sweep" => bench::sweep_command(&args),
         "layering" => layering::command(&args),
+        "two-host" => two_host::command(&args),
         "-h" | "--help" | "help" => {
             say!("{USAGE}");
             Ok(0)

@@ -1,7 +1,8 @@
 //! `cargo xtask test [-- CARGO_TEST_ARGS [-- TEST_ARGS]]`: the project's
 //! whole test run, as README and CI use it: packages, layering, host tests,
-//! then the device tests on a real or VM-provided RDMA device. It ends with
-//! two lines, the last one `ferrovia: N passed, M failed` for CI.
+//! the device tests on a real or VM-provided RDMA device, then the two-host
+//! RoCE test in a pair of VMs (see [`two_host`]). It ends with two lines,
+//! the last one `ferrovia: N passed, M failed` for CI.
 //!
 //! `cargo xtask ci [...]`: rustfmt, clippy and rustdoc checks, then the same.
 
@@ -15,12 +16,13 @@ use crate::device_tests::{self, TestBinary};
 use crate::failure::{Failure, Result, io_failure};
 use crate::libtest::Tally;
 use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, layering, libtest, rdma_devices, workspace};
+use crate::{cargo_artifacts, cmd, deps, layering, libtest, rdma_devices, two_host, workspace};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// `cargo xtask test`: packages, layering, host tests, device tests.
+    /// `cargo xtask test`: packages, layering, host tests, device tests,
+    /// the two-host test.
     Test,
     /// `cargo xtask ci`: the same, after rustfmt, clippy and rustdoc.
     Ci,
@@ -40,6 +42,10 @@ impl Mode {
 struct Counts {
     host: Tally,
     device: Tally,
+    /// One test, when it ran.
+    two_host: Tally,
+    /// The host has its own RDMA device, so the VM pair did not run.
+    two_host_skipped: bool,
 }
 
 /// `cargo xtask test ...` or `cargo xtask ci ...`. Always ends with the two
@@ -63,13 +69,19 @@ pub(crate) fn command(mode: Mode, args: &[OsString]) -> Result<u8> {
 /// The last two lines of a run: the split, then the plain
 /// `ferrovia: N passed, M failed` that CI counts.
 fn closing_lines(counts: &Counts, seconds: f64) -> String {
+    let two_host = if counts.two_host_skipped {
+        "skipped".to_string()
+    } else {
+        format!("{} passed", counts.two_host.passed)
+    };
+    let mut all = counts.host;
+    all += counts.device;
+    all += counts.two_host;
     format!(
-        "xtask test: host tests {} passed; device tests {} passed; total time {seconds:.1} s\n\
+        "xtask test: host tests {} passed; device tests {} passed; two-host tests {two_host}; \
+         total time {seconds:.1} s\n\
          ferrovia: {} passed, {} failed",
-        counts.host.passed,
-        counts.device.passed,
-        counts.host.passed + counts.device.passed,
-        counts.host.failed + counts.device.failed,
+        counts.host.passed, counts.device.passed, all.passed, all.failed,
     )
 }
 
@@ -105,8 +117,8 @@ struct Steps {
 impl Steps {
     fn total(&self) -> usize {
         match self.mode {
-            Mode::Test => 4,
-            Mode::Ci => 4 + CHECKS.len(),
+            Mode::Test => 5,
+            Mode::Ci => 5 + CHECKS.len(),
         }
     }
 
@@ -193,9 +205,19 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
     }
 
     steps.next("device tests");
-    let binaries = build_device_tests(cargo_args)?;
-    let (tally, result) = device_tests_anywhere(&binaries, test_args);
+    let built = build_device_tests(cargo_args)?;
+    let (tally, result) = device_tests_anywhere(&built.tests, test_args);
     counts.device = settle(tally, result.is_ok());
+    result?;
+
+    steps.next(two_host::TITLE);
+    if let Some(reason) = two_host::skip_reason() {
+        say!("xtask {}: {reason}", mode.name());
+        counts.two_host_skipped = true;
+        return Ok(());
+    }
+    let (tally, result) = two_host::run(built.rank_program.as_deref());
+    counts.two_host = tally;
     result
 }
 
@@ -209,15 +231,32 @@ fn workspace_unless_packages(cargo_args: &[OsString]) -> Option<&'static str> {
     (!picks_packages).then_some("--workspace")
 }
 
+/// What `cargo test --no-run` built.
+struct Built {
+    /// The test executables.
+    tests: Vec<TestBinary>,
+    /// `ferrovia-rank` (integration tests of ferrovia-node run it, so cargo
+    /// builds it with them), for the two-host test.
+    rank_program: Option<PathBuf>,
+}
+
+/// The binary target the two-host test runs.
+const RANK_PROGRAM: &str = "ferrovia-rank";
+
 /// Builds the test executables (`cargo test --no-run`) and lists them.
-fn build_device_tests(cargo_args: &[OsString]) -> Result<Vec<TestBinary>> {
+fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let mut build = cmd::cargo();
     build
         .arg("test")
         .args(workspace_unless_packages(cargo_args))
         .args(["--no-run", "--message-format=json"])
         .args(cargo_args);
-    let binaries: Vec<TestBinary> = cargo_artifacts::build(&mut build)?
+    let built = cargo_artifacts::build(&mut build)?;
+    let rank_program = built
+        .iter()
+        .find(|e| !e.is_test && e.target_name == RANK_PROGRAM && e.kinds.iter().any(|k| k == "bin"))
+        .map(|e| e.path.clone());
+    let tests: Vec<TestBinary> = built
         .into_iter()
         .filter(|e| e.is_test)
         .map(|e| TestBinary {
@@ -225,12 +264,15 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Vec<TestBinary>> {
             package_dir: e.package_dir,
         })
         .collect();
-    if binaries.is_empty() {
+    if tests.is_empty() {
         return Err(Failure::new(
             "cargo test --no-run built no test executables",
         ));
     }
-    Ok(binaries)
+    Ok(Built {
+        tests,
+        rank_program,
+    })
 }
 
 /// On the host if it has an RDMA device, else all binaries in one VM boot:
@@ -314,8 +356,8 @@ mod tests {
     }
 
     #[test]
-    fn closing_lines_sum_host_and_device() {
-        let counts = Counts {
+    fn closing_lines_sum_host_device_and_two_host() {
+        let mut counts = Counts {
             host: Tally {
                 passed: 120,
                 failed: 2,
@@ -326,12 +368,33 @@ mod tests {
                 failed: 1,
                 ignored: 0,
             },
+            two_host: Tally {
+                passed: 1,
+                failed: 0,
+                ignored: 0,
+            },
+            two_host_skipped: false,
         };
         assert_eq!(
             closing_lines(&counts, 93.27),
-            "xtask test: host tests 120 passed; device tests 30 passed; total time 93.3 s\n\
-             ferrovia: 150 passed, 3 failed"
+            "xtask test: host tests 120 passed; device tests 30 passed; two-host tests 1 passed; \
+             total time 93.3 s\n\
+             ferrovia: 151 passed, 3 failed"
         );
+        counts.two_host = Tally {
+            passed: 0,
+            failed: 1,
+            ignored: 0,
+        };
+        assert_eq!(
+            closing_lines(&counts, 1.0).lines().last(),
+            Some("ferrovia: 150 passed, 4 failed")
+        );
+        counts.two_host = Tally::default();
+        counts.two_host_skipped = true;
+        let text = closing_lines(&counts, 1.0);
+        assert!(text.contains("; two-host tests skipped; "), "{text}");
+        assert_eq!(text.lines().last(), Some("ferrovia: 150 passed, 3 failed"));
         let text = closing_lines(&Counts::default(), 0.0);
         assert_eq!(text.lines().last(), Some("ferrovia: 0 passed, 0 failed"));
     }
@@ -387,7 +450,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            7
+            8
         );
         assert_eq!(
             Steps {
@@ -395,7 +458,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            4
+            5
         );
     }
 

@@ -97,6 +97,14 @@ pub(crate) fn run(opts: &VmOptions) -> Result<u8> {
     supervise::run(&runs, &qemu_for, limits)
 }
 
+/// `KVM` or `TCG`: what `--accel auto` picks on this host.
+pub(crate) fn default_accel_name() -> &'static str {
+    match qemu::Accel::Auto.resolve() {
+        qemu::Accel::Kvm => "KVM",
+        _ => "TCG",
+    }
+}
+
 fn vm_failure(failure: Failure) -> Failure {
     Failure::with_status(failure.to_string(), STATUS_VM_FAILURE)
 }

@@ -1,10 +1,10 @@
 //! The qemu command line, and a guard that guarantees no qemu outlives xtask.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 
+use crate::cmd;
 use crate::failure::{Failure, Result};
 use crate::vm::guest::{Guest, GuestNet};
 use crate::vm::kernel::Kernel;
@@ -191,25 +191,9 @@ pub(crate) struct Qemu {
 
 impl Qemu {
     pub(crate) fn spawn(mut qemu: Command) -> Result<Qemu> {
-        let parent = std::process::id();
-        // SAFETY: the closure runs in the forked child before exec and only
-        // calls async-signal-safe functions (prctl, getppid); it allocates
-        // nothing (the error is a raw OS error).
-        unsafe {
-            qemu.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // xtask may have died before prctl took effect.
-                if libc::getppid() as u32 != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-        // Its own process group: a Ctrl-C reaches xtask, which then stops
-        // qemu itself, in order.
-        qemu.process_group(0);
+        // Dies with xtask; its own process group: a Ctrl-C reaches xtask,
+        // which then stops qemu itself, in order.
+        cmd::die_with_xtask(&mut qemu);
         let child = qemu
             .spawn()
             .map_err(|e| Failure::new(format!("cannot start qemu-system-x86_64: {e}")))?;

@@ -1,0 +1,468 @@
+//! The ranks of one ferrovia job on one machine: N processes of a program
+//! with `FERROVIA_RANK=0..N-1`, `FERROVIA_WORLD_SIZE=N`, a rendezvous on
+//! 127.0.0.1 at a free port and a job token of their own, their output
+//! shown line by line as `[rank R] ...`. Used by `cargo xtask demo` and
+//! `cargo xtask bench barrier`, on the host or inside the VM (there as the
+//! hidden `xtask ranks`, or by a hidden subcommand that calls [`run`]).
+//!
+//! No rank outlives the job: the ranks die with xtask (PR_SET_PDEATHSIG),
+//! a guard kills and reaps them on every exit path (a caller that ran
+//! [`signals::catch_termination`] also on Ctrl-C), a failed rank's peers
+//! get a grace period to finish before they are stopped, and a job that
+//! overruns its timeout is stopped whole.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::cmd;
+use crate::failure::{Failure, Result};
+use crate::signals;
+
+/// How often the ranks are checked.
+const POLL: Duration = Duration::from_millis(20);
+/// How long the others may go on after one rank failed, by default: they
+/// may report something useful, or wait for the failed peer until their own
+/// timeout.
+const PEER_GRACE: Duration = Duration::from_secs(10);
+/// The default timeout of a whole job.
+const TIMEOUT: Duration = Duration::from_secs(600);
+/// Variables that would make the ranks ignore the ones xtask sets
+/// (`FERROVIA_RANK` with a host file means "read the host file").
+const CLEARED_VARS: &[&str] = &["FERROVIA_HOSTFILE"];
+
+/// One job: `ranks` copies of `program args...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Job {
+    pub(crate) program: PathBuf,
+    pub(crate) ranks: usize,
+    pub(crate) args: Vec<OsString>,
+    /// Added to every rank's environment.
+    pub(crate) env: Vec<(String, String)>,
+    /// For the whole job; then every rank still running is killed.
+    pub(crate) timeout: Duration,
+    /// How long the others may go on once one rank has failed.
+    pub(crate) peer_grace: Duration,
+}
+
+impl Job {
+    /// `ranks` copies of `program args...`, default timeouts, no extra
+    /// environment.
+    pub(crate) fn new(program: PathBuf, ranks: usize, args: Vec<OsString>) -> Job {
+        Job {
+            program,
+            ranks,
+            args,
+            env: Vec::new(),
+            timeout: TIMEOUT,
+            peer_grace: PEER_GRACE,
+        }
+    }
+}
+
+/// How each rank of a job ended.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    /// Per rank; `None`: stopped by xtask (timeout, or after a peer failed).
+    pub(crate) statuses: Vec<Option<ExitStatus>>,
+    /// Per rank, the lines it wrote to stdout (they were shown as well).
+    pub(crate) stdout: Vec<Vec<String>>,
+    /// The rank that failed first, if any did.
+    first_failed: Option<usize>,
+    timed_out: Option<Duration>,
+    peer_grace: Duration,
+}
+
+impl Finished {
+    /// `Ok` when every rank exited 0; else what went wrong, with the exit
+    /// status of the rank that failed first (1 if it had none).
+    pub(crate) fn verdict(&self) -> Result<()> {
+        let stopped: Vec<String> = (0..self.statuses.len())
+            .filter(|&r| self.statuses[r].is_none())
+            .map(|r| r.to_string())
+            .collect();
+        if let Some(timeout) = self.timed_out {
+            return Err(Failure::new(format!(
+                "the ranks did not finish within {} s; stopped rank(s) {}",
+                timeout.as_secs(),
+                stopped.join(", ")
+            )));
+        }
+        let Some(first) = self.first_failed else {
+            return Ok(());
+        };
+        let status = self.statuses[first];
+        let mut message = format!(
+            "rank {first} of {} failed ({})",
+            self.statuses.len(),
+            status.map_or_else(|| "stopped".into(), |s| s.to_string())
+        );
+        if !stopped.is_empty() {
+            message.push_str(&format!(
+                "; rank(s) {} stopped {} s later",
+                stopped.join(", "),
+                self.peer_grace.as_secs()
+            ));
+        }
+        let code = status
+            .and_then(|s| s.code())
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|&c| c != 0)
+            .unwrap_or(1);
+        Err(Failure::with_status(message, code))
+    }
+}
+
+/// Runs `job` to its end. `Err` only when it could not be started or xtask
+/// was interrupted; a failed rank shows in [`Finished::verdict`].
+pub(crate) fn run(job: &Job) -> Result<Finished> {
+    if job.ranks == 0 {
+        return Err(Failure::new("a job needs at least one rank"));
+    }
+    let port = free_port()?;
+    let token = format!(
+        "xtask-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let mut ranks = Ranks(Vec::with_capacity(job.ranks));
+    for rank in 0..job.ranks {
+        let mut command = rank_command(job, rank, port, &token);
+        cmd::die_with_xtask(&mut command);
+        let mut child = command
+            .spawn()
+            .map_err(|e| Failure::new(format!("cannot start {}: {e}", job.program.display())))?;
+        let prefix = format!("[rank {rank}] ");
+        let stdout = child
+            .stdout
+            .take()
+            .map(|out| relay(out, prefix.clone(), Sink::Stdout));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|err| relay(err, prefix, Sink::Stderr));
+        ranks.0.push(Rank {
+            child: Some(child),
+            status: None,
+            stdout,
+            stderr,
+        });
+    }
+    let started = Instant::now();
+    let mut first_failed: Option<(usize, Instant)> = None;
+    let mut timed_out = None;
+    loop {
+        if let Some(signal) = signals::received() {
+            ranks.kill_all();
+            return Err(Failure::with_status(
+                format!("stopped by signal {signal}"),
+                128 + signal as u8,
+            ));
+        }
+        for (r, rank) in ranks.0.iter_mut().enumerate() {
+            if rank.status.is_none()
+                && let Some(status) = rank.try_wait()
+            {
+                rank.status = Some(status);
+                if !status.success() && first_failed.is_none() {
+                    first_failed = Some((r, Instant::now()));
+                }
+            }
+        }
+        if ranks.0.iter().all(|r| r.status.is_some()) {
+            break;
+        }
+        if started.elapsed() >= job.timeout {
+            timed_out = Some(job.timeout);
+            ranks.kill_all();
+            break;
+        }
+        if first_failed.is_some_and(|(_, at)| at.elapsed() >= job.peer_grace) {
+            ranks.kill_all();
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let statuses = ranks.0.iter().map(|r| r.status).collect();
+    let stdout = ranks.0.iter_mut().map(Rank::join_output).collect();
+    Ok(Finished {
+        statuses,
+        stdout,
+        first_failed: first_failed.map(|(r, _)| r),
+        timed_out,
+        peer_grace: job.peer_grace,
+    })
+}
+
+/// The command of rank `rank` of `job`.
+fn rank_command(job: &Job, rank: usize, port: u16, token: &str) -> Command {
+    let mut command = Command::new(&job.program);
+    command
+        .args(&job.args)
+        .env("FERROVIA_RANK", rank.to_string())
+        .env("FERROVIA_WORLD_SIZE", job.ranks.to_string())
+        .env("FERROVIA_RENDEZVOUS", format!("127.0.0.1:{port}"))
+        .env("FERROVIA_JOB_TOKEN", token)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in CLEARED_VARS {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// A TCP port nobody listens on right now (rank 0 binds it moments later).
+fn free_port() -> Result<u16> {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Failure::new(format!("cannot find a free TCP port: {e}")))
+}
+
+/// One started rank.
+struct Rank {
+    /// `None` once killed and reaped by [`Ranks::kill_all`].
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+    stdout: Option<JoinHandle<Vec<String>>>,
+    stderr: Option<JoinHandle<Vec<String>>>,
+}
+
+impl Rank {
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// The stdout lines, once the rank is gone and its pipes are drained.
+    fn join_output(&mut self) -> Vec<String> {
+        if let Some(thread) = self.stderr.take() {
+            let _ = thread.join();
+        }
+        self.stdout
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+/// All ranks of a job; dropping it kills and reaps those still running.
+struct Ranks(Vec<Rank>);
+
+impl Ranks {
+    fn kill_all(&mut self) {
+        for rank in &mut self.0 {
+            if let Some(mut child) = rank.child.take()
+                && rank.status.is_none()
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sink {
+    Stdout,
+    Stderr,
+}
+
+/// Copies `from` line by line to `sink` with `prefix` in front; returns the
+/// lines (without prefix and newline) once `from` ends.
+fn relay(from: impl Read + Send + 'static, prefix: String, sink: Sink) -> JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut kept = Vec::new();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => return kept,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    let text = text.trim_end_matches(['\n', '\r']);
+                    match sink {
+                        Sink::Stdout => say!("{prefix}{text}"),
+                        Sink::Stderr => {
+                            let mut err = std::io::stderr().lock();
+                            let _ = writeln!(err, "{prefix}{text}");
+                        }
+                    }
+                    kept.push(text.to_string());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return kept,
+            }
+        }
+    })
+}
+
+/// `xtask ranks [--timeout SECS] N PROGRAM [ARGS...]` (hidden): runs one job
+/// and exits with the status of the rank that failed first. `cargo xtask
+/// demo` runs it inside the VM.
+pub(crate) fn command(args: &[OsString]) -> Result<u8> {
+    let job = parse_args(args)?;
+    signals::catch_termination();
+    run(&job)?.verdict().map(|()| 0)
+}
+
+/// The arguments of `xtask ranks` for `job` (its `env` is not passed: the
+/// caller's environment is).
+pub(crate) fn to_args(job: &Job) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "--timeout".into(),
+        job.timeout.as_secs().max(1).to_string().into(),
+        job.ranks.to_string().into(),
+        job.program.clone().into(),
+    ];
+    args.extend(job.args.iter().cloned());
+    args
+}
+
+/// Inverse of [`to_args`].
+fn parse_args(args: &[OsString]) -> Result<Job> {
+    let usage =
+        || Failure::with_status("usage: xtask ranks [--timeout SECS] N PROGRAM [ARGS...]", 2);
+    let mut rest = args;
+    let mut timeout = TIMEOUT;
+    if rest.first().is_some_and(|a| a == "--timeout") {
+        let secs = rest
+            .get(1)
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s > 0)
+            .ok_or_else(usage)?;
+        timeout = Duration::from_secs(secs);
+        rest = &rest[2..];
+    }
+    let ranks = rest
+        .first()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(usage)?;
+    let program = rest.get(1).ok_or_else(usage)?;
+    let mut job = Job::new(PathBuf::from(program), ranks, rest[2..].to_vec());
+    job.timeout = timeout;
+    Ok(job)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(program: &str, ranks: usize, args: &[&str]) -> Job {
+        let mut job = Job::new(
+            program.into(),
+            ranks,
+            args.iter().map(OsString::from).collect(),
+        );
+        job.timeout = Duration::from_secs(20);
+        job.peer_grace = Duration::from_millis(300);
+        job
+    }
+
+    #[test]
+    fn arguments_round_trip() {
+        let mut j = job("/t/ferrovia-rank", 4, &["demo", "--x"]);
+        j.peer_grace = PEER_GRACE;
+        assert_eq!(parse_args(&to_args(&j)).unwrap(), j);
+        let bare: Vec<OsString> = ["2", "/bin/true"].iter().map(OsString::from).collect();
+        assert_eq!(parse_args(&bare).unwrap().timeout, TIMEOUT);
+        for bad in [
+            &["--timeout", "0", "2", "p"][..],
+            &["x", "p"],
+            &["0", "p"],
+            &["3"],
+        ] {
+            let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
+            assert!(parse_args(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn each_rank_gets_its_own_variables() {
+        let mut j = job("p", 3, &["exchange"]);
+        j.env
+            .push(("FERROVIA_BOOTSTRAP_TIMEOUT_MS".into(), "9".into()));
+        let command = rank_command(&j, 2, 4242, "tok");
+        let envs: Vec<(String, Option<String>)> = command
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        for (k, v) in [
+            ("FERROVIA_RANK", "2"),
+            ("FERROVIA_WORLD_SIZE", "3"),
+            ("FERROVIA_RENDEZVOUS", "127.0.0.1:4242"),
+            ("FERROVIA_JOB_TOKEN", "tok"),
+            ("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "9"),
+        ] {
+            assert!(envs.contains(&(k.into(), Some(v.into()))), "{k}: {envs:?}");
+        }
+        assert!(envs.contains(&("FERROVIA_HOSTFILE".into(), None)));
+    }
+
+    #[test]
+    fn all_ranks_succeed_and_output_is_kept() {
+        let mut j = job(
+            "/bin/sh",
+            3,
+            &["-c", "echo \"r=$FERROVIA_RANK n=$FERROVIA_WORLD_SIZE\""],
+        );
+        j.timeout = Duration::from_secs(30);
+        let done = run(&j).unwrap();
+        assert!(done.verdict().is_ok());
+        assert_eq!(done.stdout[2], ["r=2 n=3"]);
+    }
+
+    #[test]
+    fn a_failed_rank_fails_the_job_and_stops_its_peers() {
+        let j = job(
+            "/bin/sh",
+            2,
+            &[
+                "-c",
+                "if [ $FERROVIA_RANK = 1 ]; then exit 3; fi; exec sleep 60",
+            ],
+        );
+        let started = Instant::now();
+        let done = run(&j).unwrap();
+        let failure = done.verdict().unwrap_err();
+        assert_eq!(failure.status(), 3);
+        assert!(
+            failure.to_string().starts_with("rank 1 of 2 failed"),
+            "{failure}"
+        );
+        assert!(done.statuses[0].is_none());
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_job_past_its_timeout_is_stopped() {
+        let mut j = job("/bin/sh", 2, &["-c", "exec sleep 60"]);
+        j.timeout = Duration::from_secs(1);
+        let done = run(&j).unwrap();
+        let failure = done.verdict().unwrap_err();
+        assert!(failure.to_string().contains("within 1 s"), "{failure}");
+        assert!(done.statuses.iter().all(Option::is_none));
+    }
+}
