@@ -63,5 +63,7 @@ pub use ferrovia_channel::{
     TransportError, TransportResult, WorkDone, WriteWorkRequest,
 };
 pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
-pub use ferrovia_node::{BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError, NodeScope};
+pub use ferrovia_node::{
+    BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError, NodeScope,
+};
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
