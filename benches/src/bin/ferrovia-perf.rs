@@ -3,24 +3,30 @@
 //! device.
 //!
 //! ```text
-//! ferrovia-perf write_bw  [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-a] [-d DEVICE]
-//! ferrovia-perf write_lat [-s SIZE] [-n ITERS] [-a] [-d DEVICE]
+//! ferrovia-perf write_bw  [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-a] [-p PORT] [SERVER]
+//! ferrovia-perf write_lat [-s SIZE] [-n ITERS] [-a] [-p PORT] [SERVER]
 //! ```
 //!
-//! This version runs both sides in one process over two queue pairs of the
-//! same device (loopback), like running perftest's server and client on
-//! one host. MB is 2^20 bytes, as in perftest.
+//! As with perftest, the process started without a server address is the
+//! server and the one given its address is the client; they meet through
+//! ferrovia's own rendezvous (a two-rank `Node`, server = rank 0). The
+//! device is `FERROVIA_DEVICE` or the first active one. MB is 2^20 bytes,
+//! as in perftest.
 
+use std::collections::VecDeque;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use ferrovia::{
-    Channel, Gather, RegisterOptions, RemoteMemoryRegion, TransportError, WriteWorkRequest,
+    Gather, Node, NodeError, PeerWriteWorkRequest, RegisterOptions, TransportError,
+    WriteWorkRequest,
 };
 
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 const MB: f64 = (1 << 20) as f64;
+const LIST: usize = 16;
 
 #[derive(Debug)]
 struct Args {
@@ -28,12 +34,12 @@ struct Args {
     sizes: Vec<usize>,
     iters: usize,
     tx_depth: usize,
-    device: Option<String>,
+    port: u16,
+    server: Option<String>,
 }
 
 fn usage() -> String {
-    "usage: ferrovia-perf write_bw|write_lat [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-a] [-d DEVICE]"
-        .into()
+    "usage: ferrovia-perf write_bw|write_lat [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-a] [-p PORT] [SERVER]".into()
 }
 
 fn parse() -> Result<Args, String> {
@@ -47,7 +53,8 @@ fn parse() -> Result<Args, String> {
         test,
         sizes: vec![65536],
         tx_depth: 128,
-        device: None,
+        port: 18515,
+        server: None,
     };
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         v.ok_or(format!("{flag} needs a value"))?
@@ -60,7 +67,12 @@ fn parse() -> Result<Args, String> {
             "-n" | "--iters" => a.iters = num(&flag, it.next())?,
             "-t" | "--tx-depth" => a.tx_depth = num(&flag, it.next())?,
             "-a" | "--all" => a.sizes = (1..=23).map(|p| 1usize << p).collect(),
-            "-d" | "--ib-dev" => a.device = Some(it.next().ok_or("-d needs a device name")?),
+            "-p" | "--port" => {
+                a.port = u16::try_from(num(&flag, it.next())?).map_err(|e| e.to_string())?
+            }
+            other if !other.starts_with('-') && a.server.is_none() => {
+                a.server = Some(other.to_owned())
+            }
             other => return Err(format!("unknown flag {other:?}\n{}", usage())),
         }
     }
@@ -70,98 +82,76 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-fn connected_pair(args: &Args) -> Result<(Channel, Channel), TransportError> {
-    let builder = || {
-        let b = Channel::builder()
-            .send_depth(args.tx_depth.max(16) as u32)
-            .max_inline(64);
-        match &args.device {
-            Some(d) => b.device(d.clone()),
-            None => b,
-        }
+fn connect(args: &Args) -> Result<Node, NodeError> {
+    let (rank, addr) = match &args.server {
+        None => (0, format!("0.0.0.0:{}", args.port)),
+        Some(host) => (1, format!("{host}:{}", args.port)),
     };
-    let mut a = builder().build()?;
-    let mut b = builder().pd(a.pd()).build()?;
-    let (ea, eb) = (a.endpoint(), b.endpoint());
-    a.connect(&eb)?;
-    b.connect(&ea)?;
-    Ok((a, b))
+    let channel = ferrovia::ChannelBuilder::default().send_depth(args.tx_depth.max(LIST) as u32);
+    Node::builder(rank, 2, addr)
+        .token("ferrovia-perf")
+        .channel(channel)
+        .build()
 }
 
-/// Bandwidth: keep `tx_depth` writes in flight, posted as lists of 16 with
-/// one doorbell and only the last of each list signalled.
-fn write_bw(
-    a: &mut Channel,
-    remote: RemoteMemoryRegion,
-    size: usize,
-    args: &Args,
-) -> Result<(f64, f64), TransportError> {
-    let src = a.registry().alloc(size, RegisterOptions::local())?;
-    const LIST: usize = 16;
+/// Bandwidth: the client keeps `tx_depth` writes in flight, posted as
+/// lists of 16 with one doorbell and only the last of each signalled; the
+/// server waits at a barrier. Returns (peak, average) MB/s on the client.
+fn write_bw(node: &mut Node, size: usize, args: &Args) -> Result<Option<(f64, f64)>, NodeError> {
+    let me = node.rank();
+    let target = node
+        .registry()
+        .alloc(size, RegisterOptions::local().allow_remote_write())?;
+    let src = node.registry().alloc(size, RegisterOptions::local())?;
+    let remotes = node.all_gather_remote(target.registration().remote()?, WAIT)?;
+    let both = [0, 1];
+    if me == 0 {
+        node.barrier(&both, WAIT * 10)?;
+        return Ok(None);
+    }
     let lists = args.iters.div_ceil(LIST);
-    let in_flight_lists = (args.tx_depth / LIST).max(1);
+    let in_flight = (args.tx_depth / LIST).max(1);
     let mut peak = 0f64;
     let start = Instant::now();
-    a.scope(|s| {
+    node.scope(|s| {
         let g = [Gather::of(&src)?];
-        let wrs = [WriteWorkRequest::new(&g, remote)?; LIST];
-        let mut pending = std::collections::VecDeque::new();
+        let wrs = [WriteWorkRequest::new(&g, remotes[0])?; LIST];
+        let mut pending = VecDeque::new();
         let mut last = Instant::now();
         for _ in 0..lists {
-            if pending.len() >= in_flight_lists {
+            if pending.len() >= in_flight {
                 let h: ferrovia::ScopedPendingWork<'_> = pending.pop_front().expect("non-empty");
                 h.spin_poll()?;
                 let dt = last.elapsed().as_secs_f64();
                 last = Instant::now();
                 peak = peak.max((LIST * size) as f64 / dt / MB);
             }
-            let mut hs = s.post_write_list(&wrs)?;
+            let mut hs = s.post_write_list(0, &wrs)?;
             pending.push_back(hs.pop().expect("a list of 16"));
         }
         for h in pending {
             h.spin_poll()?;
         }
         Ok::<_, TransportError>(())
-    })
-    .map_err(|e| TransportError::Config(e.to_string()))?;
+    })?;
     let secs = start.elapsed().as_secs_f64();
+    node.barrier(&both, WAIT)?;
     let avg = (lists * LIST * size) as f64 / secs / MB;
-    Ok((peak.max(avg), avg))
+    Ok(Some((peak.max(avg), avg)))
 }
 
-/// Latency: ping-pong of RDMA writes; each side spins on the last byte of
-/// its receive buffer (atomic loads), like ib_write_lat. Returns one-way
-/// times (half the round trip) in µs.
-fn write_lat(
-    a: &mut Channel,
-    b: &mut Channel,
-    size: usize,
-    args: &Args,
-) -> Result<Vec<f64>, TransportError> {
+/// Latency: RDMA-write ping-pong; each side spins on the last byte of its
+/// receive buffer (atomic loads), like ib_write_lat. Returns one-way times
+/// (half the round trip) in µs, measured on the client.
+fn write_lat(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let (me, peer) = (node.rank(), 1 - node.rank());
     let opts = RegisterOptions::local().allow_remote_write();
-    let (a_src, a_dst) = (
-        a.registry().alloc(size, opts)?,
-        a.registry().alloc(size, opts)?,
-    );
-    let (b_src, b_dst) = (
-        b.registry().alloc(size, opts)?,
-        b.registry().alloc(size, opts)?,
-    );
-    let (a_flag, b_flag) = (
-        &a_dst.as_atomic_bytes()[size - 1],
-        &b_dst.as_atomic_bytes()[size - 1],
-    );
-    let (to_b, to_a) = (
-        b_dst.registration().remote()?,
-        a_dst.registration().remote()?,
-    );
-    let mut times = Vec::with_capacity(args.iters);
-    // The sources end in 0xff: a flag that flips from 0 says "arrived".
-    let fill = |m: &mut ferrovia::mr::RegisteredBuffer| m.fill(0xff);
-    let (mut a_src, mut b_src) = (a_src, b_src);
-    fill(&mut a_src);
-    fill(&mut b_src);
-    let spin = |flag: &std::sync::atomic::AtomicU8| -> Result<(), TransportError> {
+    let inbox = node.registry().alloc(size, opts)?;
+    let mut src = node.registry().alloc(size, RegisterOptions::local())?;
+    src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
+    let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
+    let flag: &AtomicU8 = &inbox.as_atomic_bytes()[size - 1];
+    let spin = || -> Result<(), TransportError> {
         let t = Instant::now();
         while flag.load(Acquire) != 0xff {
             if t.elapsed() > WAIT {
@@ -174,28 +164,28 @@ fn write_lat(
         flag.store(0, Relaxed);
         Ok(())
     };
-    a.scope(|sa| {
-        let ga = [Gather::of(&a_src)?];
-        b.scope(|sb| {
-            let gb = [Gather::of(&b_src)?];
-            for i in 0..args.iters {
-                let t = Instant::now();
-                drop(sa.post_write(WriteWorkRequest::new(&ga, to_b)?)?);
-                spin(b_flag)?;
-                drop(sb.post_write(WriteWorkRequest::new(&gb, to_a)?)?);
-                spin(a_flag)?;
-                times.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
-                // Reap send completions off the timed path, in batches.
-                if i % 32 == 31 {
-                    sa.progress()?;
-                    sb.progress()?;
-                }
+    let mut times = Vec::with_capacity(args.iters);
+    node.scope(|s| {
+        let g = [Gather::of(&src)?];
+        let wr = PeerWriteWorkRequest::new(peer, WriteWorkRequest::new(&g, remotes[peer])?);
+        for i in 0..args.iters {
+            let t = Instant::now();
+            if me == 1 {
+                drop(s.post_write(wr)?);
+                spin()?;
+            } else {
+                spin()?;
+                drop(s.post_write(wr)?);
             }
-            Ok::<_, TransportError>(())
-        })
-        .map_err(|e| TransportError::Config(e.to_string()))
-    })
-    .map_err(|e| TransportError::Config(e.to_string()))?;
+            times.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+            // Reap send completions off the timed path, in batches.
+            if i % 32 == 31 {
+                s.progress()?;
+            }
+        }
+        Ok::<_, TransportError>(())
+    })?;
+    node.barrier(&[0, 1], WAIT)?;
     Ok(times)
 }
 
@@ -204,35 +194,33 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-fn run(args: &Args) -> Result<(), TransportError> {
-    let (mut a, mut b) = connected_pair(args)?;
+fn run(args: &Args) -> Result<(), NodeError> {
+    let mut node = connect(args)?;
+    let role = if node.rank() == 0 { "server" } else { "client" };
     println!(
-        "ferrovia-perf {} on {}, loopback (two QPs, one device)",
+        "ferrovia-perf {} ({role}) on {}",
         args.test,
-        a.pd().context().name()
+        node.pd().context().name()
     );
     if args.test == "write_bw" {
         println!(
             " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
         );
         for &size in &args.sizes {
-            let target = b
-                .registry()
-                .alloc(size, RegisterOptions::local().allow_remote_write())?;
-            let remote = target.registration().remote()?;
-            let (peak, avg) = write_bw(&mut a, remote, size, args)?;
-            let mpps = avg * MB / size as f64 / 1e6;
-            println!(
-                " {size:<10} {:<14} {peak:<18.2} {avg:<20.2} {mpps:.6}",
-                args.iters.div_ceil(16) * 16
-            );
+            if let Some((peak, avg)) = write_bw(&mut node, size, args)? {
+                let mpps = avg * MB / size as f64 / 1e6;
+                println!(
+                    " {size:<10} {:<14} {peak:<18.2} {avg:<20.2} {mpps:.6}",
+                    args.iters.div_ceil(LIST) * LIST
+                );
+            }
         }
     } else {
         println!(
             " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
         );
         for &size in &args.sizes {
-            let mut t = write_lat(&mut a, &mut b, size, args)?;
+            let mut t = write_lat(&mut node, size, args)?;
             t.sort_by(f64::total_cmp);
             let avg = t.iter().sum::<f64>() / t.len() as f64;
             let sd = (t.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / t.len() as f64).sqrt();
