@@ -119,6 +119,7 @@ impl ChannelCore {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
         self.broken.borrow_mut()[peer] = true;
+        log::warn!("flushing the connection to peer {peer}");
         self.transport.flush(peer)
     }
 
@@ -464,6 +465,10 @@ impl ChannelCore {
         peers.sort_unstable();
         peers.dedup();
         err.flushed = pending.iter().map(|&(_, id)| id).collect();
+        log::warn!(
+            "scope drain deadline passed: flushing {} outstanding request(s) to peer(s) {peers:?}",
+            err.flushed.len()
+        );
         for &p in &peers {
             self.broken.borrow_mut()[p] = true;
             if let Err(e) = self.transport.flush(p) {

@@ -182,6 +182,10 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
         if missing.is_empty() {
             missing.push(waited_on); // everyone answered late: name the one we waited on
         }
+        log::warn!(
+            "barrier timed out after {:?}: rank(s) {missing:?} did not arrive",
+            self.timeout
+        );
         for &p in &missing {
             let _ = self.s.target().core().flush_peer(p);
         }

@@ -156,6 +156,12 @@ impl NodeBuilder {
             token: self.token.clone(),
             timeout: self.bootstrap_timeout,
         };
+        log::info!(
+            "rank {rank} of {n}: backend verbs on {}, meeting at {} ({:?})",
+            multi.pd().context().name(),
+            self.rendezvous,
+            self.launcher
+        );
         let (session, theirs) = rendezvous::exchange(&cfg, blobs)?;
         for (j, blob) in theirs.iter().enumerate() {
             let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
@@ -165,6 +171,7 @@ impl NodeBuilder {
             sync.remote.push(info.sync);
         }
         session.ready()?;
+        log::info!("rank {rank} of {n}: connected to every rank");
         Ok(Node {
             rank,
             world_size: n,

@@ -139,8 +139,13 @@ fn root(
                         blobs,
                     });
                     arrived += 1;
+                    log::debug!(
+                        "rendezvous: rank {rank} checked in ({arrived}/{})",
+                        cfg.world_size
+                    );
                 }
                 Err(reason) => {
+                    log::warn!("rendezvous: refused a connection: {reason}");
                     let _ = write_msg(&mut stream, &Msg::Reject { reason });
                 }
             }

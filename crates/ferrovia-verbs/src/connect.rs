@@ -156,7 +156,15 @@ impl QueuePair {
             | M::IBV_QP_RNR_RETRY.0
             | M::IBV_QP_SQ_PSN.0
             | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
-        self.modify(&mut a, mask, "ibv_modify_qp(RTS)")
+        self.modify(&mut a, mask, "ibv_modify_qp(RTS)")?;
+        log::debug!(
+            "QP {} connected to QP {} ({}, path MTU {})",
+            self.qp_num(),
+            remote.qpn,
+            if global { "GRH/GID" } else { "LID" },
+            mtu.bytes()
+        );
+        Ok(())
     }
 }
 

@@ -131,6 +131,23 @@ impl<'a> QueuePairBuilder<'a> {
         // SAFETY: valid PD and CQs (kept alive by the QP below).
         let qp = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
+        match &gid {
+            Some(g) => log::debug!(
+                "RC QP on {} port {} ({:?}): GID index {} {} ({:?})",
+                ctx.name(),
+                port_attr.port,
+                port_attr.link_layer,
+                g.index,
+                g.gid,
+                g.gid_type
+            ),
+            None => log::debug!(
+                "RC QP on {} port {} (LID {}), no GID",
+                ctx.name(),
+                port_attr.port,
+                port_attr.lid
+            ),
+        }
         // ibv_create_qp writes back the sizes actually granted.
         let caps = QpCaps {
             max_send_wr: init.cap.max_send_wr,
