@@ -431,6 +431,10 @@ impl ChannelCore {
             self.flush_outstanding(&mut err);
         }
         let mut slots = self.slots.borrow_mut();
+        if unpolled_is_error {
+            err.unpolled += slots.dropped_unpolled;
+        }
+        slots.dropped_unpolled = 0;
         let flushed = &err.flushed;
         err.failed.extend(
             slots

@@ -62,6 +62,9 @@ pub(crate) struct Slots {
     pub(crate) outstanding_recv: Vec<u32>,
     /// Errors of requests nobody will observe (detached handles).
     pub(crate) unobserved: Vec<CompletionError>,
+    /// Handles dropped before their completion was taken (a manual scope
+    /// reports them).
+    pub(crate) dropped_unpolled: usize,
 }
 
 pub(crate) fn wr_id(index: u32, epoch: u32) -> u64 {
@@ -102,6 +105,7 @@ impl Slots {
             outstanding_send: vec![0; send_depths.len()],
             outstanding_recv: vec![0; recv_depths.len()],
             unobserved: Vec::with_capacity(16),
+            dropped_unpolled: 0,
         }
     }
 
@@ -222,6 +226,9 @@ impl Slots {
 
     /// Called when a handle is dropped unobserved.
     pub(crate) fn detach(&mut self, index: u32, epoch: u32) {
+        if self.state(index, epoch).is_some() {
+            self.dropped_unpolled += 1;
+        }
         match self.state(index, epoch) {
             Some(State::Pending) => self.slots[index as usize].detached = true,
             Some(State::Done(c)) => {
