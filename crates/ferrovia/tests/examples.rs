@@ -40,28 +40,34 @@ fn single_process_examples_run() {
     }
 }
 
-#[test]
-#[ignore = "needs an RDMA device: cargo xtask test"]
-fn all_to_all_runs_with_four_ranks() {
+fn run_ranks(name: &str, n: usize) {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let ranks: Vec<_> = (0..4)
+    let ranks: Vec<_> = (0..n)
         .map(|r| {
-            Command::new(example("all_to_all"))
+            Command::new(example(name))
                 .env("FERROVIA_RANK", r.to_string())
-                .env("FERROVIA_WORLD_SIZE", "4")
+                .env("FERROVIA_WORLD_SIZE", n.to_string())
                 .env("FERROVIA_RENDEZVOUS", format!("127.0.0.1:{port}"))
                 .env("FERROVIA_JOB_TOKEN", "examples")
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
-                .expect("spawn all_to_all")
+                .unwrap_or_else(|e| panic!("spawn {name}: {e}"))
         })
         .collect();
     for child in ranks {
-        check("all_to_all", child.wait_with_output().unwrap());
+        check(name, child.wait_with_output().unwrap());
+    }
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn multi_rank_examples_run_with_four_ranks() {
+    for name in ["all_to_all", "barrier_loop", "param_server"] {
+        run_ranks(name, 4);
     }
 }

@@ -1,0 +1,36 @@
+//! A barrier loop over every rank, then over the even and odd ranks
+//! separately; prints the median barrier time. Start it with a launcher or
+//! `FERROVIA_RANK`, `FERROVIA_WORLD_SIZE`, `FERROVIA_RENDEZVOUS`.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use ferrovia::Node;
+use ferrovia::prelude::*;
+
+const ROUNDS: usize = 100;
+const WAIT: Duration = Duration::from_secs(30);
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let mut node = Node::from_env()?;
+    let (me, n) = (node.rank(), node.world_size());
+    let everyone: Vec<usize> = (0..n).collect();
+    let mine: Vec<usize> = (0..n).filter(|r| r % 2 == me % 2).collect();
+    let mut times = Vec::with_capacity(ROUNDS);
+    node.scope(|s| -> Result<(), Box<dyn Error>> {
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            s.barrier(&everyone, WAIT)?;
+            times.push(t.elapsed());
+            s.barrier(&mine, WAIT)?;
+        }
+        Ok(())
+    })?;
+    times.sort();
+    println!(
+        "barrier_loop: rank {me} of {n} passed {} barriers, median {:?}",
+        2 * ROUNDS,
+        times[ROUNDS / 2]
+    );
+    Ok(())
+}
