@@ -1,6 +1,5 @@
 //! `Channel`: one reliable connection with scoped posting.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
@@ -10,9 +9,9 @@ use crate::config::ChannelConfig;
 use crate::core::{ChannelCore, SendSpec};
 use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
+use crate::multi::MultiChannel;
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
-use crate::verbs_transport::VerbsTransport;
 
 /// One RC connection to one peer, with scoped posting.
 ///
@@ -35,9 +34,8 @@ use crate::verbs_transport::VerbsTransport;
 /// # }
 /// ```
 pub struct Channel {
-    core: ChannelCore,
-    verbs: Arc<VerbsTransport>,
-    registry: MrRegistry,
+    /// A channel is a multi-channel of one peer with a single-peer API.
+    multi: MultiChannel,
 }
 
 /// Builds a [`Channel`] or a [`MultiChannel`](crate::MultiChannel).
@@ -138,20 +136,15 @@ impl ChannelBuilder {
     /// Creates the channel's queue pair; connect it with
     /// [`Channel::connect`].
     pub fn build(self) -> TransportResult<Channel> {
-        self.validate()?;
-        let pd = self.open_pd()?;
-        let verbs = Arc::new(VerbsTransport::new(&pd, 1, &self.cfg)?);
         Ok(Channel {
-            core: ChannelCore::new(verbs.clone(), self.cfg),
-            registry: MrRegistry::new(&pd),
-            verbs,
+            multi: self.build_multi(1)?,
         })
     }
 }
 
 impl ScopeTarget for Channel {
     fn core(&self) -> &ChannelCore {
-        &self.core
+        self.multi.core()
     }
 }
 
@@ -163,24 +156,22 @@ impl Channel {
 
     /// What the peer needs to connect to this channel.
     pub fn endpoint(&self) -> Endpoint {
-        self.verbs.endpoint(0)
+        self.multi.verbs().endpoint(0)
     }
 
     /// Connects to the peer's endpoint (INIT → RTR → RTS).
     pub fn connect(&mut self, remote: &Endpoint) -> TransportResult<()> {
-        self.verbs.qps[0].connect(remote, &self.core.cfg.connect)?;
-        self.core.mark_connected(0);
-        Ok(())
+        self.multi.connect(0, remote)
     }
 
     /// The protection domain.
     pub fn pd(&self) -> &ProtectionDomain {
-        &self.verbs.pd
+        self.multi.pd()
     }
 
     /// A registry for buffers used on this channel.
     pub fn registry(&self) -> &MrRegistry {
-        &self.registry
+        self.multi.registry()
     }
 
     /// Runs `f` with a [`PollingScope`]; every request posted in it is
@@ -218,7 +209,7 @@ impl Channel {
 
     /// Sends `gather` as one message and waits for its completion.
     pub fn send<'env>(&'env mut self, gather: &[Gather<'env>]) -> TransportResult<()> {
-        let timeout = self.core.cfg.op_timeout;
+        let timeout = self.core().cfg.op_timeout;
         self.one(|s| {
             s.post_send(SendWorkRequest::new(gather)?)?
                 .wait(timeout)
@@ -228,7 +219,7 @@ impl Channel {
 
     /// Receives one message into `buf`; returns its length.
     pub fn receive<'env>(&'env mut self, buf: Scatter<'env>) -> TransportResult<usize> {
-        let timeout = self.core.cfg.op_timeout;
+        let timeout = self.core().cfg.op_timeout;
         self.one(|s| {
             Ok(s.post_receive(ReceiveWorkRequest::new(buf))?
                 .wait(timeout)?
@@ -242,7 +233,7 @@ impl Channel {
         gather: &[Gather<'env>],
         remote: RemoteMemoryRegion,
     ) -> TransportResult<()> {
-        let timeout = self.core.cfg.op_timeout;
+        let timeout = self.core().cfg.op_timeout;
         self.one(|s| {
             s.post_write(WriteWorkRequest::new(gather, remote)?)?
                 .wait(timeout)
@@ -256,7 +247,7 @@ impl Channel {
         buf: Scatter<'env>,
         remote: RemoteMemoryRegion,
     ) -> TransportResult<()> {
-        let timeout = self.core.cfg.op_timeout;
+        let timeout = self.core().cfg.op_timeout;
         self.one(|s| {
             s.post_read(ReadWorkRequest::new(buf, remote)?)?
                 .wait(timeout)

@@ -76,6 +76,10 @@ impl MultiChannel {
         Ok(())
     }
 
+    pub(crate) fn verbs(&self) -> &VerbsTransport {
+        &self.verbs
+    }
+
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.num_channels();
         if peer >= count {
