@@ -36,6 +36,7 @@ use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
 pub struct Channel {
     /// A channel is a multi-channel of one peer with a single-peer API.
     multi: MultiChannel,
+    verbs: std::sync::Arc<crate::verbs_transport::VerbsTransport>,
 }
 
 /// Builds a [`Channel`] or a [`MultiChannel`](crate::MultiChannel).
@@ -136,9 +137,12 @@ impl ChannelBuilder {
     /// Creates the channel's queue pair; connect it with
     /// [`Channel::connect`].
     pub fn build(self) -> TransportResult<Channel> {
-        Ok(Channel {
-            multi: self.build_multi(1)?,
-        })
+        let multi = self.build_multi(1)?;
+        let verbs = multi
+            .verbs()
+            .cloned()
+            .ok_or_else(|| TransportError::Config("a channel is built on verbs".into()))?;
+        Ok(Channel { multi, verbs })
     }
 }
 
@@ -156,7 +160,7 @@ impl Channel {
 
     /// What the peer needs to connect to this channel.
     pub fn endpoint(&self) -> Endpoint {
-        self.multi.verbs().endpoint(0)
+        self.verbs.endpoint(0)
     }
 
     /// Connects to the peer's endpoint (INIT → RTR → RTS).
@@ -166,7 +170,7 @@ impl Channel {
 
     /// The protection domain.
     pub fn pd(&self) -> &ProtectionDomain {
-        self.multi.pd()
+        &self.verbs.pd
     }
 
     /// A registry for buffers used on this channel.

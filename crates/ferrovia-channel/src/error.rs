@@ -79,6 +79,9 @@ pub enum TransportError {
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A transport other than verbs failed (its own typed error inside).
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Why draining a scope did not end cleanly.

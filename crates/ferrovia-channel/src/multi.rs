@@ -6,6 +6,7 @@ use ferrovia_mr::MrRegistry;
 use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
 use crate::channel::ChannelBuilder;
+use crate::config::ChannelConfig;
 use crate::core::{ChannelCore, SendSpec};
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::request::{
@@ -13,6 +14,7 @@ use crate::request::{
     SendWorkRequest,
 };
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
+use crate::transport::Transport;
 use crate::verbs_transport::VerbsTransport;
 
 /// A [`ScopeTarget`] with several peers, addressed by index: gives its
@@ -20,11 +22,13 @@ use crate::verbs_transport::VerbsTransport;
 /// Implemented by [`MultiChannel`] and by types built on one.
 pub trait MultiPeer: ScopeTarget {}
 
-/// One RC connection per peer, all in one protection domain and sharing
-/// one completion queue.
+/// One reliable connection per peer sharing one completion stream: verbs
+/// RC queue pairs in one protection domain ([`ChannelBuilder::build_multi`]),
+/// or any other [`Transport`] ([`MultiChannel::over`], e.g. UCX).
 pub struct MultiChannel {
     core: ChannelCore,
-    verbs: Arc<VerbsTransport>,
+    /// Set when the connections are verbs queue pairs.
+    verbs: Option<Arc<VerbsTransport>>,
     registry: MrRegistry,
 }
 
@@ -38,7 +42,7 @@ impl ChannelBuilder {
         Ok(MultiChannel {
             core: ChannelCore::new(verbs.clone(), self.cfg),
             registry: MrRegistry::new(&pd),
-            verbs,
+            verbs: Some(verbs),
         })
     }
 }
@@ -57,27 +61,51 @@ impl MultiChannel {
         ChannelBuilder::default()
     }
 
-    /// Number of peers (queue pairs).
-    pub fn num_channels(&self) -> usize {
-        self.verbs.qps.len()
+    /// A multi-channel over an already connected `transport` whose memory
+    /// `registry` registers (UCX, or a test double).
+    pub fn over(
+        transport: Arc<dyn Transport>,
+        registry: MrRegistry,
+        cfg: ChannelConfig,
+    ) -> MultiChannel {
+        MultiChannel {
+            core: ChannelCore::new(transport, cfg),
+            verbs: None,
+            registry,
+        }
     }
 
-    /// What peer `peer` needs to connect its side to us.
+    /// Number of peers (connections).
+    pub fn num_channels(&self) -> usize {
+        self.core.peers()
+    }
+
+    /// What peer `peer` needs to connect its side to us (verbs only).
     pub fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
         self.check(peer)?;
-        Ok(self.verbs.endpoint(peer))
+        Ok(self.verbs_transport()?.endpoint(peer))
     }
 
-    /// Connects the queue pair of `peer` to its endpoint.
+    /// Connects the queue pair of `peer` to its endpoint (verbs only; other
+    /// transports connect before [`MultiChannel::over`]).
     pub fn connect(&mut self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
         self.check(peer)?;
-        self.verbs.qps[peer].connect(remote, &self.core.cfg.connect)?;
+        self.verbs_transport()?.qps[peer].connect(remote, &self.core.cfg.connect)?;
         self.core.mark_connected(peer);
         Ok(())
     }
 
-    pub(crate) fn verbs(&self) -> &VerbsTransport {
-        &self.verbs
+    fn verbs_transport(&self) -> TransportResult<&VerbsTransport> {
+        self.verbs.as_deref().ok_or_else(|| {
+            TransportError::Config(
+                "endpoints and connect are verbs operations; this channel runs over another transport"
+                    .into(),
+            )
+        })
+    }
+
+    pub(crate) fn verbs(&self) -> Option<&Arc<VerbsTransport>> {
+        self.verbs.as_ref()
     }
 
     fn check(&self, peer: usize) -> TransportResult<()> {
@@ -88,9 +116,9 @@ impl MultiChannel {
         Ok(())
     }
 
-    /// The shared protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
-        &self.verbs.pd
+    /// The shared protection domain, when the connections are verbs.
+    pub fn pd(&self) -> Option<&ProtectionDomain> {
+        self.verbs.as_ref().map(|v| &v.pd)
     }
 
     /// A registry for buffers used on this channel.
@@ -223,8 +251,8 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
 }
 
 impl<'scope, 'env> PollingScope<'scope, 'env, MultiChannel> {
-    /// The shared protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
+    /// The shared protection domain, when the connections are verbs.
+    pub fn pd(&self) -> Option<&ProtectionDomain> {
         self.target.pd()
     }
 }

@@ -96,6 +96,9 @@ pub enum MrError {
     /// The verbs layer failed (registration itself).
     #[error(transparent)]
     Verbs(#[from] VerbsError),
+    /// A non-verbs registrar (UCX) failed; its own typed error inside.
+    #[error(transparent)]
+    Registrar(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Checks `addr + len` for zero length and overflow; returns the end.

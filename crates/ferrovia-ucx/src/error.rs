@@ -18,6 +18,23 @@ pub enum UcxError {
         /// UCX's own description.
         message: String,
     },
+    /// The progress thread could not start, or is gone.
+    #[error("UCX progress thread: {0}")]
+    ProgressThread(String),
+    /// `connect` was called twice.
+    #[error("the UCX transport is already connected")]
+    AlreadyConnected,
+    /// The peer list of `connect` is unusable.
+    #[error("cannot connect rank {me} among {peers} peers")]
+    BadPeers {
+        /// This side's index.
+        me: usize,
+        /// How many addresses were given.
+        peers: usize,
+    },
+    /// The transport is used before `connect`.
+    #[error("the UCX transport is not connected yet")]
+    NotConnected,
     /// A configuration option name or value contains a NUL byte.
     #[error("UCX option {name:?} is not a valid C string")]
     InvalidOption {

@@ -1,20 +1,41 @@
-//! UCX fallback transport for ferrovia.
+//! UCX fallback transport for ferrovia: the same scoped channel and
+//! `Node` programs over UCX (tcp, shared memory, or UCX's own RDMA
+//! transports) on machines without an RDMA device.
 //!
-//! Contract: implements the channel core's transport seam over UCX (tcp,
-//! shared memory, or UCX's own RDMA transports), so a ferrovia program
-//! runs unchanged on machines without an RDMA device. In-flight
-//! operations own what UCX may still touch.
+//! - [`UcxTransport`] implements the channel core's
+//!   [`Transport`](ferrovia_channel::Transport) seam with verbs semantics:
+//!   per-peer ordered sends that each consume one posted receive (tagged
+//!   messages carrying the sender and the immediate), a message longer than
+//!   the receive is a length error (`IBV_WC_LOC_LEN_ERR`), RDMA write and
+//!   read via `ucp_put`/`ucp_get`, and write-with-immediate as a put,
+//!   a flush and a notification.
+//! - One progress thread owns the worker, its endpoints and requests; an
+//!   operation's buffers stay in use until UCX reports it complete, and
+//!   every UCX callback runs inside `catch_unwind`.
+//! - [`UcxRegistrar`] registers memory with `ucp_mem_map`; peers fetch a
+//!   registration's packed rkey from its owner's key directory on first
+//!   use, so a `RemoteMemoryRegion` is the same small `Copy` value as on
+//!   verbs. Range and rights are checked before every put or get.
+//! - Endpoints use peer error handling: a dead peer fails its work with
+//!   `IBV_WC_RETRY_EXC_ERR` (the UCX status is the vendor error).
 //!
-//! Built so far: bindgen over the system UCX (`pkg-config ucx`; UCX 1.13
-//! on Debian 12: `ucp_init` is inline, so `ucp_init_version` is called; the
-//! `UCS_PTR_*` macros are rewritten in Rust), a context with configuration
-//! overrides (`TLS=tcp`), and a worker with its address. Endpoints,
-//! messaging, the progress thread, put/get with a key directory and the
-//! `Node` integration are the next steps.
+//! Bindings are generated at build time over the system UCX
+//! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
+//! so `ucp_init_version` is called).
 
+mod context;
+mod control;
+mod engine;
 mod error;
+mod events;
 mod ffi;
-mod worker;
+mod keys;
+mod peer;
+mod status;
+mod tag;
+mod transport;
 
+pub use context::UcxContext;
 pub use error::UcxError;
-pub use worker::{UcxContext, Worker};
+pub use keys::UcxRegistrar;
+pub use transport::{UcxTransport, UcxTransportBuilder};

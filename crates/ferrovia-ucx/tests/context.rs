@@ -1,16 +1,14 @@
-//! UCX groundwork on the host: a context and workers over tcp.
+//! UCX contexts and transports on the host (tcp), no device needed.
 
-use ferrovia_ucx::{UcxContext, UcxError, Worker};
+use ferrovia_ucx::{UcxContext, UcxError, UcxTransport};
 
 #[test]
-fn a_context_and_workers_with_addresses() {
+fn transports_have_distinct_addresses() {
     let ctx = UcxContext::with_options(&[("TLS", "tcp")]).expect("ucp_init over tcp");
-    let a = Worker::new(&ctx).unwrap();
-    let b = Worker::new(&ctx).unwrap();
-    let (aa, ba) = (a.address().unwrap(), b.address().unwrap());
-    assert!(!aa.is_empty() && !ba.is_empty());
-    assert_ne!(aa, ba, "two workers share an address");
-    a.progress();
+    let a = UcxTransport::new(&ctx).unwrap();
+    let b = UcxTransport::new(&ctx).unwrap();
+    assert!(!a.address().is_empty() && !b.address().is_empty());
+    assert_ne!(a.address(), b.address(), "two workers share an address");
 }
 
 #[test]
@@ -24,4 +22,20 @@ fn bad_options_are_typed_errors() {
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("a malformed value was accepted"),
     }
+}
+
+#[test]
+fn connect_checks_its_arguments() {
+    let ctx = UcxContext::with_options(&[("TLS", "tcp")]).unwrap();
+    let t = UcxTransport::new(&ctx).unwrap();
+    let me = t.address().to_vec();
+    assert!(matches!(
+        t.connect(1, std::slice::from_ref(&me)),
+        Err(UcxError::BadPeers { me: 1, peers: 1 })
+    ));
+    t.connect(0, std::slice::from_ref(&me)).unwrap();
+    assert!(matches!(
+        t.connect(0, &[me]),
+        Err(UcxError::AlreadyConnected)
+    ));
 }

@@ -36,6 +36,12 @@ impl AccessFlags {
         self.0
     }
 
+    /// Flags from a raw mask (as read from the wire); unknown bits are
+    /// kept, and grant nothing this crate checks.
+    pub fn from_bits(bits: u32) -> AccessFlags {
+        AccessFlags(bits)
+    }
+
     /// Whether every right in `other` is granted.
     pub fn contains(self, other: AccessFlags) -> bool {
         self.0 & other.0 == other.0

@@ -1,0 +1,170 @@
+//! Control messages between progress threads (UCX active messages): a
+//! peer asks for a registration's key the first time it accesses it.
+//! Everything received is validated; a malformed message is counted and
+//! dropped.
+//!
+//! ```text
+//! request: 'Q' from:u32 key:u32
+//! reply:   'R' from:u32 key:u32 found:u8 access:u32 addr:u64 len:u64 iova:u64 n:u16 packed[n]
+//! ```
+//! (little-endian)
+
+use ferrovia_verbs::AccessFlags;
+
+use crate::keys::KeyInfo;
+
+/// The active-message id the transport listens on.
+pub(crate) const AM_ID: u32 = 0x4652; // "FR"
+
+const REQUEST: u8 = b'Q';
+const REPLY: u8 = b'R';
+const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
+
+/// A decoded control message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// `from` asks for `key`.
+    KeyRequest { from: u32, key: u32 },
+    /// `from` answers for `key`: `None` when it has no such registration.
+    KeyReply {
+        from: u32,
+        key: u32,
+        info: Option<KeyInfo>,
+    },
+}
+
+impl Control {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        match self {
+            Control::KeyRequest { from, key } => {
+                let mut v = vec![REQUEST];
+                v.extend_from_slice(&from.to_le_bytes());
+                v.extend_from_slice(&key.to_le_bytes());
+                v
+            }
+            Control::KeyReply { from, key, info } => {
+                let packed = info.as_ref().map_or(&[][..], |i| &i.packed[..]);
+                let mut v = Vec::with_capacity(REPLY_FIXED + packed.len());
+                v.push(REPLY);
+                v.extend_from_slice(&from.to_le_bytes());
+                v.extend_from_slice(&key.to_le_bytes());
+                v.push(u8::from(info.is_some()));
+                let (access, addr, len, iova) = info
+                    .as_ref()
+                    .map_or((0, 0, 0, 0), |i| (i.access.bits(), i.addr, i.len, i.iova));
+                v.extend_from_slice(&access.to_le_bytes());
+                v.extend_from_slice(&addr.to_le_bytes());
+                v.extend_from_slice(&len.to_le_bytes());
+                v.extend_from_slice(&iova.to_le_bytes());
+                v.extend_from_slice(&(packed.len() as u16).to_le_bytes());
+                v.extend_from_slice(packed);
+                v
+            }
+        }
+    }
+
+    /// Decodes one message; `None` when it is malformed.
+    pub(crate) fn decode(b: &[u8]) -> Option<Control> {
+        let mut r = Reader(b);
+        let kind = r.take::<1>()?[0];
+        let from = u32::from_le_bytes(r.take()?);
+        let key = u32::from_le_bytes(r.take()?);
+        match kind {
+            REQUEST => r.0.is_empty().then_some(Control::KeyRequest { from, key }),
+            REPLY => {
+                let found = r.take::<1>()?[0];
+                let access = u32::from_le_bytes(r.take()?);
+                let addr = u64::from_le_bytes(r.take()?);
+                let len = u64::from_le_bytes(r.take()?);
+                let iova = u64::from_le_bytes(r.take()?);
+                let n = u16::from_le_bytes(r.take()?) as usize;
+                if r.0.len() != n {
+                    return None;
+                }
+                let info = match found {
+                    0 if n == 0 => None,
+                    1 => Some(KeyInfo {
+                        addr,
+                        len,
+                        iova,
+                        access: AccessFlags::from_bits(access),
+                        packed: r.0.to_vec(),
+                    }),
+                    _ => return None,
+                };
+                Some(Control::KeyReply { from, key, info })
+            }
+            _ => None,
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.0.split_first_chunk::<N>()?;
+        self.0 = rest;
+        Some(*head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> KeyInfo {
+        KeyInfo {
+            addr: 0xdead_b000,
+            len: 1 << 20,
+            iova: 0,
+            access: AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+            packed: (0..=200u8).collect(),
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        for m in [
+            Control::KeyRequest { from: 3, key: 9 },
+            Control::KeyReply {
+                from: 1,
+                key: 2,
+                info: Some(info()),
+            },
+            Control::KeyReply {
+                from: 1,
+                key: 2,
+                info: None,
+            },
+        ] {
+            assert_eq!(Control::decode(&m.encode()), Some(m));
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_refused() {
+        let good = Control::KeyReply {
+            from: 1,
+            key: 2,
+            info: Some(info()),
+        }
+        .encode();
+        for cut in 0..good.len() {
+            assert_eq!(Control::decode(&good[..cut]), None, "prefix of {cut} bytes");
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert_eq!(Control::decode(&long), None);
+        let mut bad_kind = good.clone();
+        bad_kind[0] = b'X';
+        assert_eq!(Control::decode(&bad_kind), None);
+        let mut bad_flag = good;
+        bad_flag[9] = 7;
+        assert_eq!(Control::decode(&bad_flag), None);
+        let mut req = Control::KeyRequest { from: 0, key: 1 }.encode();
+        req.push(1);
+        assert_eq!(Control::decode(&req), None);
+        assert_eq!(Control::decode(&[]), None);
+    }
+}

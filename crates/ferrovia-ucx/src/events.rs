@@ -1,0 +1,131 @@
+//! The C callbacks UCX calls on the progress thread. Each one only
+//! records an [`Event`] in a thread-local list (the engine acts on it after
+//! `ucp_worker_progress` returns, so no callback re-enters the engine), and
+//! runs inside `catch_unwind`: a panic never unwinds into C.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::ffi;
+
+/// Something UCX reported.
+#[derive(Debug)]
+pub(crate) struct Event {
+    /// Which operation (see `engine::Token`).
+    pub(crate) token: u64,
+    pub(crate) status: ffi::ucs_status_t,
+    /// Received length (receives).
+    pub(crate) len: usize,
+    /// Sender tag (receives).
+    pub(crate) tag: u64,
+    /// A control message's bytes.
+    pub(crate) data: Option<Box<[u8]>>,
+}
+
+impl Event {
+    pub(crate) fn new(token: u64, status: ffi::ucs_status_t) -> Event {
+        Event {
+            token,
+            status,
+            len: 0,
+            tag: 0,
+            data: None,
+        }
+    }
+}
+
+thread_local! {
+    static EVENTS: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records an event for the engine of this thread.
+pub(crate) fn push(ev: Event) {
+    let _ = EVENTS.try_with(|e| {
+        if let Ok(mut v) = e.try_borrow_mut() {
+            v.push(ev);
+        }
+    });
+}
+
+/// Moves the recorded events into `into` (which must be empty).
+pub(crate) fn take(into: &mut Vec<Event>) {
+    let _ = EVENTS.try_with(|e| {
+        if let Ok(mut v) = e.try_borrow_mut() {
+            std::mem::swap(&mut *v, into);
+        }
+    });
+}
+
+/// Completion of a send, put, get, flush or close.
+pub(crate) unsafe extern "C" fn send_done(
+    request: *mut c_void,
+    status: ffi::ucs_status_t,
+    user_data: *mut c_void,
+) {
+    let _ = catch_unwind(|| push(Event::new(user_data as u64, status)));
+    // SAFETY: UCX hands over a request that is complete; it is freed once,
+    // here, and the engine never touches it after this callback.
+    unsafe { ffi::ucp_request_free(request) };
+}
+
+/// Completion of a tagged receive.
+pub(crate) unsafe extern "C" fn recv_done(
+    request: *mut c_void,
+    status: ffi::ucs_status_t,
+    info: *const ffi::ucp_tag_recv_info_t,
+    user_data: *mut c_void,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mut ev = Event::new(user_data as u64, status);
+        // SAFETY: UCX passes a valid info for the duration of the call
+        // (checked for NULL in case of a cancelled request).
+        if let Some(info) = unsafe { info.as_ref() } {
+            ev.len = info.length;
+            ev.tag = info.sender_tag;
+        }
+        push(ev);
+    }));
+    // SAFETY: as in `send_done`.
+    unsafe { ffi::ucp_request_free(request) };
+}
+
+/// An endpoint failed (the peer died or became unreachable); `arg` is
+/// the peer index.
+pub(crate) unsafe extern "C" fn endpoint_failed(
+    arg: *mut c_void,
+    _ep: ffi::ucp_ep_h,
+    status: ffi::ucs_status_t,
+) {
+    let _ = catch_unwind(|| {
+        push(Event::new(
+            crate::engine::ep_error_token(arg as usize),
+            status,
+        ))
+    });
+}
+
+/// A control message arrived (sent eager, so its bytes are all here).
+pub(crate) unsafe extern "C" fn control_received(
+    _arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    _data: *mut c_void,
+    _length: usize,
+    _param: *const ffi::ucp_am_recv_param_t,
+) -> ffi::ucs_status_t {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let bytes: Box<[u8]> = if header.is_null() || header_length == 0 {
+            Box::new([])
+        } else {
+            // SAFETY: UCX passes `header_length` readable bytes at `header`
+            // for the duration of the call; they are copied.
+            unsafe { std::slice::from_raw_parts(header.cast::<u8>(), header_length) }.into()
+        };
+        let mut ev = Event::new(crate::engine::CONTROL_TOKEN, ffi::UCS_OK);
+        ev.data = Some(bytes);
+        push(ev);
+    }));
+    // The data (none is sent) is not kept.
+    ffi::UCS_OK
+}

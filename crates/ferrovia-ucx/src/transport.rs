@@ -1,0 +1,279 @@
+//! `UcxTransport`: the channel core's transport seam over UCX.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, OnceLock, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportError, TransportResult};
+
+use crate::context::UcxContext;
+use crate::engine::{self, Cmd, Shared};
+use crate::error::UcxError;
+use crate::keys::{KeyDirectory, UcxRegistrar};
+
+/// How long `wait` polls before it sleeps.
+const WAIT_SPIN: Duration = Duration::from_micros(50);
+
+/// Reliable, ordered connections to peers over UCX (tcp, shared memory or
+/// UCX's own RDMA transports), with verbs semantics: a send consumes one
+/// posted receive of its peer, a message longer than that receive is a
+/// length error, writes and reads go through the peer's key directory.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use ferrovia_ucx::{UcxContext, UcxTransport};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let t = UcxTransport::new(&UcxContext::new()?)?;
+/// let addresses = vec![t.address().to_vec()]; // every rank's, in rank order
+/// t.connect(0, &addresses)?;
+/// let registry = ferrovia_mr::MrRegistry::with_registrar(t.registrar());
+/// let channel = ferrovia_channel::MultiChannel::over(Arc::new(t), registry, Default::default());
+/// # Ok(())
+/// # }
+/// ```
+pub struct UcxTransport {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    address: Vec<u8>,
+    context: UcxContext,
+    dir: Arc<KeyDirectory>,
+    peers: OnceLock<usize>,
+    send_depth: u32,
+    recv_depth: u32,
+}
+
+impl std::fmt::Debug for UcxTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UcxTransport")
+            .field("peers", &self.peers.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`UcxTransport`].
+#[derive(Debug, Clone)]
+pub struct UcxTransportBuilder {
+    send_depth: u32,
+    recv_depth: u32,
+}
+
+impl Default for UcxTransportBuilder {
+    fn default() -> Self {
+        UcxTransportBuilder {
+            send_depth: 256,
+            recv_depth: 256,
+        }
+    }
+}
+
+impl UcxTransportBuilder {
+    /// Operations outstanding per peer in each direction (default 256).
+    pub fn depths(mut self, send: u32, recv: u32) -> Self {
+        self.send_depth = send.max(1);
+        self.recv_depth = recv.max(1);
+        self
+    }
+
+    /// Starts the progress thread and its worker on `context`.
+    pub fn start(self, context: &UcxContext) -> Result<UcxTransport, UcxError> {
+        let shared = Arc::new(Shared::new());
+        let dir = Arc::new(KeyDirectory::default());
+        let (thread, address) = engine::spawn(context, dir.clone(), shared.clone())?;
+        Ok(UcxTransport {
+            shared,
+            thread: Some(thread),
+            address,
+            context: context.clone(),
+            dir,
+            peers: OnceLock::new(),
+            send_depth: self.send_depth,
+            recv_depth: self.recv_depth,
+        })
+    }
+}
+
+impl UcxTransport {
+    /// A builder.
+    pub fn builder() -> UcxTransportBuilder {
+        UcxTransportBuilder::default()
+    }
+
+    /// A transport with default depths on `context`.
+    pub fn new(context: &UcxContext) -> Result<UcxTransport, UcxError> {
+        Self::builder().start(context)
+    }
+
+    /// This side's worker address: what every peer passes to `connect`.
+    pub fn address(&self) -> &[u8] {
+        &self.address
+    }
+
+    /// Registers memory for this transport (and answers peers' key
+    /// requests for it).
+    pub fn registrar(&self) -> UcxRegistrar {
+        UcxRegistrar::new(&self.context, self.dir.clone())
+    }
+
+    /// Creates an endpoint to every peer: `addresses[j]` is peer `j`'s
+    /// worker address, and `me` this side's index (its own address is
+    /// used for a loopback endpoint). Once only.
+    pub fn connect(&self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
+        if self.peers.get().is_some() {
+            return Err(UcxError::AlreadyConnected);
+        }
+        let (reply, rx) = mpsc::channel();
+        self.shared.send(Cmd::Connect {
+            me,
+            addresses: addresses.to_vec(),
+            reply,
+        });
+        rx.recv()
+            .map_err(|_| UcxError::ProgressThread("exited during connect".into()))??;
+        let _ = self.peers.set(addresses.len());
+        Ok(())
+    }
+
+    /// Control messages received malformed (counted and dropped).
+    pub fn malformed_messages(&self) -> u64 {
+        self.shared.malformed.load(SeqCst)
+    }
+
+    /// Sends raw bytes on the control channel to `peer`: for tests that a
+    /// malformed message is dropped and counted.
+    #[doc(hidden)]
+    pub fn send_raw_control(&self, peer: usize, bytes: Vec<u8>) {
+        self.shared.send(Cmd::RawControl { peer, bytes });
+    }
+
+    fn check(&self, peer: usize) -> TransportResult<()> {
+        let count = self.peers();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count });
+        }
+        self.check_alive()
+    }
+
+    fn check_alive(&self) -> TransportResult<()> {
+        if self.shared.alive.load(SeqCst) {
+            Ok(())
+        } else {
+            Err(TransportError::Backend(Box::new(UcxError::ProgressThread(
+                "the progress thread stopped".into(),
+            ))))
+        }
+    }
+
+    fn take(&self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            match self.shared.done.pop() {
+                Some(c) => {
+                    out[n] = c;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+}
+
+impl Transport for UcxTransport {
+    fn peers(&self) -> usize {
+        self.peers.get().copied().unwrap_or(0)
+    }
+
+    fn send_depth(&self, _peer: usize) -> u32 {
+        self.send_depth
+    }
+
+    fn recv_depth(&self, _peer: usize) -> u32 {
+        self.recv_depth
+    }
+
+    fn max_inline(&self, _peer: usize) -> u32 {
+        // UCX copies small messages itself; nothing to gain from inline.
+        0
+    }
+
+    unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
+        self.check(peer)?;
+        for op in ops {
+            self.shared.cmds.push(Cmd::Send { peer, op: *op });
+        }
+        self.shared.wake(false);
+        Ok(())
+    }
+
+    unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        self.check(peer)?;
+        for op in ops {
+            self.shared.cmds.push(Cmd::Recv { peer, op: *op });
+        }
+        self.shared.wake(false);
+        Ok(())
+    }
+
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        let n = self.take(out);
+        if n == 0 {
+            self.check_alive()?;
+        }
+        Ok(n)
+    }
+
+    fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
+        let start = Instant::now();
+        loop {
+            let n = self.take(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            self.check_alive()?;
+            if start.elapsed() >= WAIT_SPIN.min(timeout) {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let deadline = start + timeout;
+        self.shared.waiters.fetch_add(1, SeqCst);
+        let result = loop {
+            let mut guard = self.shared.lock.lock();
+            let n = self.take(out);
+            if n > 0 {
+                break Ok(n);
+            }
+            if let Err(e) = self.check_alive() {
+                break Err(e);
+            }
+            if Instant::now() >= deadline
+                || self.shared.cv.wait_until(&mut guard, deadline).timed_out()
+            {
+                break Ok(self.take(out));
+            }
+        };
+        self.shared.waiters.fetch_sub(1, SeqCst);
+        result
+    }
+
+    fn flush(&self, peer: usize) -> TransportResult<()> {
+        let count = self.peers();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count });
+        }
+        self.shared.send(Cmd::Flush { peer });
+        Ok(())
+    }
+}
+
+impl Drop for UcxTransport {
+    fn drop(&mut self) {
+        self.shared.cmds.push(Cmd::Shutdown);
+        self.shared.wake(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
