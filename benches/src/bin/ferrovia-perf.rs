@@ -200,7 +200,7 @@ fn run(args: &Args) -> Result<(), NodeError> {
     println!(
         "ferrovia-perf {} ({role}) on {}",
         args.test,
-        node.pd().context().name()
+        node.describe()
     );
     if args.test == "write_bw" {
         println!(

@@ -108,6 +108,11 @@ impl ChannelBuilder {
         self
     }
 
+    /// The configuration built so far.
+    pub fn config(&self) -> &ChannelConfig {
+        &self.cfg
+    }
+
     pub(crate) fn open_pd(&self) -> TransportResult<ProtectionDomain> {
         if let Some(pd) = &self.pd {
             return Ok(pd.clone());

@@ -137,6 +137,10 @@ pub enum NodeError {
     /// Registering memory.
     #[error(transparent)]
     Memory(#[from] MrError),
+    /// Setting up the UCX backend.
+    #[cfg(feature = "ucx")]
+    #[error(transparent)]
+    Ucx(#[from] ferrovia_ucx::UcxError),
 }
 
 impl From<ferrovia_verbs::VerbsError> for NodeError {

@@ -1,5 +1,9 @@
 //! Multi-peer `Node` for ferrovia.
 //!
+//! The transport is verbs when a device with an active port opens, else
+//! UCX (feature `ucx`, on by default); `FERROVIA_BACKEND=verbs|ucx` or
+//! [`NodeBuilder::backend`] overrides, and [`Node::backend`] tells.
+//!
 //! A [`Node`] is one rank of a job started by the launcher people already
 //! use (torchrun, Slurm's srun, mpirun, or explicit `FERROVIA_*`
 //! variables; see [`from_vars`]). Rank 0 hosts a TCP rendezvous:
@@ -12,6 +16,7 @@
 //! sorted subset of ranks; a timeout names the ranks that did not arrive.
 #![forbid(unsafe_code)]
 
+mod backend;
 mod barrier;
 mod error;
 mod launcher;
@@ -20,9 +25,10 @@ mod rendezvous;
 mod sync_region;
 mod wire;
 
+pub use backend::Backend;
 pub use barrier::BarrierAlgorithm;
 pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
-pub use node::{Backend, Node, NodeBuilder, NodeScope};
+pub use node::{Node, NodeBuilder, NodeScope};
 pub use rendezvous::{RendezvousConfig, Session, exchange};
 pub use wire::PROTOCOL_VERSION;

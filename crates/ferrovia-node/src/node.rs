@@ -7,27 +7,20 @@ use ferrovia_channel::{
     PollingScope, ScopeError, ScopeTarget, TransportError, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
-use ferrovia_verbs::{ConnectOptions, Endpoint, ProtectionDomain};
+use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
+use crate::backend::{self, Backend, Link, Opened};
 use crate::barrier::{self, BarrierAlgorithm};
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
 use crate::rendezvous::{self, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
 
-/// Which transport a node runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// libibverbs RC queue pairs (InfiniBand, RoCE, soft-RoCE).
-    Verbs,
-}
-
 /// What each rank tells each peer at the rendezvous.
 #[derive(Serialize, Deserialize)]
 struct PeerInfo {
-    endpoint: Endpoint,
+    link: Link,
     sync: RemoteMemoryRegion,
 }
 
@@ -51,6 +44,10 @@ struct PeerInfo {
 pub struct Node {
     rank: usize,
     world_size: usize,
+    backend: Backend,
+    description: String,
+    // Dropped before `sync`: the transport stops before the memory peers
+    // write into is freed.
     multi: MultiChannel,
     sync: SyncRegion,
     algorithm: BarrierAlgorithm,
@@ -68,6 +65,7 @@ pub struct NodeBuilder {
     bootstrap_timeout: Duration,
     algorithm: BarrierAlgorithm,
     channel: ChannelBuilder,
+    backend: Option<Backend>,
 }
 
 impl NodeBuilder {
@@ -90,7 +88,15 @@ impl NodeBuilder {
             bootstrap_timeout: Duration::from_secs(60),
             algorithm: BarrierAlgorithm::default(),
             channel: ChannelBuilder::default().connect_options(connect),
+            backend: None,
         }
+    }
+
+    /// The transport (default: `FERROVIA_BACKEND`, else verbs when a
+    /// device with an active port opens, else UCX).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = Some(backend);
+        self
     }
 
     /// From a launcher's configuration.
@@ -136,13 +142,19 @@ impl NodeBuilder {
             }
             .into());
         }
-        let mut multi = self.channel.build_multi(n)?;
-        let mut sync = SyncRegion::new(multi.registry(), n)?;
+        let explicit = match self.backend {
+            Some(b) => Some(b),
+            None => Backend::from_env()?,
+        };
+        let (backend, channel) = backend::choose(explicit, self.channel)?;
+        let opened = Opened::open(backend, channel, n)?;
+        let description = opened.describe();
+        let mut sync = SyncRegion::new(opened.registry(), n)?;
         let sync_remote = sync.flags.registration().remote()?;
         let blobs = (0..n)
             .map(|j| {
                 let info = PeerInfo {
-                    endpoint: multi.endpoint(j)?,
+                    link: opened.link(j)?,
                     sync: sync_remote,
                 };
                 postcard::to_allocvec(&info)
@@ -157,24 +169,27 @@ impl NodeBuilder {
             timeout: self.bootstrap_timeout,
         };
         log::info!(
-            "rank {rank} of {n}: backend verbs on {}, meeting at {} ({:?})",
-            multi.pd().context().name(),
+            "rank {rank} of {n}: backend {description}, meeting at {} ({:?})",
             self.rendezvous,
             self.launcher
         );
         let (session, theirs) = rendezvous::exchange(&cfg, blobs)?;
+        let mut links = Vec::with_capacity(n);
         for (j, blob) in theirs.iter().enumerate() {
             let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
                 BootstrapError::Protocol(format!("rank {j}'s connection info: {e}"))
             })?;
-            multi.connect(j, &info.endpoint)?;
+            links.push(info.link);
             sync.remote.push(info.sync);
         }
+        let multi = opened.connect(rank, links)?;
         session.ready()?;
         log::info!("rank {rank} of {n}: connected to every rank");
         Ok(Node {
             rank,
             world_size: n,
+            backend,
+            description,
             multi,
             sync,
             algorithm: self.algorithm,
@@ -216,7 +231,12 @@ impl Node {
 
     /// The transport in use.
     pub fn backend(&self) -> Backend {
-        Backend::Verbs
+        self.backend
+    }
+
+    /// The transport in words, e.g. `verbs on rxe0` or `ucx (UCX_TLS=tcp)`.
+    pub fn describe(&self) -> &str {
+        &self.description
     }
 
     /// The launcher the configuration came from, if any.
@@ -224,8 +244,8 @@ impl Node {
         self.launcher
     }
 
-    /// The shared protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
+    /// The shared protection domain, on the verbs backend.
+    pub fn pd(&self) -> Option<&ProtectionDomain> {
         self.multi.pd()
     }
 
@@ -343,8 +363,10 @@ pub trait NodeScope {
     fn rank(&self) -> usize;
     /// Number of ranks.
     fn world_size(&self) -> usize;
-    /// The shared protection domain.
-    fn pd(&self) -> &ProtectionDomain;
+    /// The shared protection domain, on the verbs backend.
+    fn pd(&self) -> Option<&ProtectionDomain>;
+    /// The registry for buffers used with this node (any backend).
+    fn registry(&self) -> &MrRegistry;
 }
 
 impl NodeScope for PollingScope<'_, '_, Node> {
@@ -372,7 +394,11 @@ impl NodeScope for PollingScope<'_, '_, Node> {
         self.target().world_size
     }
 
-    fn pd(&self) -> &ProtectionDomain {
+    fn pd(&self) -> Option<&ProtectionDomain> {
         self.target().pd()
+    }
+
+    fn registry(&self) -> &MrRegistry {
+        self.target().registry()
     }
 }

@@ -231,6 +231,8 @@ pub(crate) struct Engine {
     dead_rkeys: Vec<ffi::ucp_rkey_h>,
     scratch: Vec<Event>,
     shutdown: bool,
+    /// Endpoints use peer error handling (not every UCX transport has it).
+    detect_failures: bool,
     // Keeps the context alive while the worker exists.
     _ctx: Arc<ContextHandle>,
 }
@@ -240,21 +242,24 @@ pub(crate) fn spawn(
     ctx: &UcxContext,
     dir: Arc<KeyDirectory>,
     shared: Arc<Shared>,
+    detect_failures: bool,
 ) -> Result<(JoinHandle<()>, Vec<u8>), UcxError> {
     let (tx, rx) = mpsc::channel();
     let ctx = ctx.handle.clone();
     let handle = thread::Builder::new()
         .name("ferrovia-ucx".into())
-        .spawn(move || match Engine::new(ctx, dir, shared.clone()) {
-            Ok((engine, address)) => {
-                let _ = tx.send(Ok(address));
-                engine.run();
-            }
-            Err(e) => {
-                shared.alive.store(false, SeqCst);
-                let _ = tx.send(Err(e));
-            }
-        })
+        .spawn(
+            move || match Engine::new(ctx, dir, shared.clone(), detect_failures) {
+                Ok((engine, address)) => {
+                    let _ = tx.send(Ok(address));
+                    engine.run();
+                }
+                Err(e) => {
+                    shared.alive.store(false, SeqCst);
+                    let _ = tx.send(Err(e));
+                }
+            },
+        )
         .map_err(|e| UcxError::ProgressThread(format!("cannot spawn: {e}")))?;
     match rx.recv() {
         Ok(Ok(address)) => Ok((handle, address)),
@@ -273,6 +278,7 @@ impl Engine {
         ctx: Arc<ContextHandle>,
         dir: Arc<KeyDirectory>,
         shared: Arc<Shared>,
+        detect_failures: bool,
     ) -> Result<(Engine, Vec<u8>), UcxError> {
         let params = ffi::ucp_worker_params_t {
             field_mask: u64::from(ffi::UCP_WORKER_PARAM_FIELD_THREAD_MODE),
@@ -301,6 +307,7 @@ impl Engine {
             dead_rkeys: Vec::new(),
             scratch: Vec::new(),
             shutdown: false,
+            detect_failures,
             _ctx: ctx,
         };
         // From here on `engine`'s Drop destroys the worker on error.
@@ -452,35 +459,61 @@ impl Engine {
         }
         let mut eps = Vec::with_capacity(addresses.len());
         for (j, a) in addresses.iter().enumerate() {
-            let mut params = ffi::ucp_ep_params_t {
-                field_mask: u64::from(
-                    ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS
-                        | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
-                        | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                ),
-                address: a.as_ptr().cast(),
-                err_mode: ffi::UCP_ERR_HANDLING_MODE_PEER,
-                ..Default::default()
-            };
-            params.err_handler.cb = Some(events::endpoint_failed);
-            params.err_handler.arg = j as *mut c_void;
-            let mut ep = null_mut();
-            // SAFETY: valid worker, params and out-pointer; UCX copies the
-            // address during the call.
-            let status = unsafe { ffi::ucp_ep_create(self.worker, &params, &mut ep) };
-            if let Err(e) = check("ucp_ep_create", status) {
-                for ep in eps {
-                    self.close_ep(ep, true);
-                }
-                return Err(e);
+            let mut status = self.create_ep(j, a);
+            if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
+                // Shared memory and self have no peer failure handling in
+                // UCX 1.13: without it a dead peer surfaces as the scope's
+                // timeout and flush instead.
+                log::info!(
+                    "ucx: no transport to peer {j} detects peer failure; continuing without"
+                );
+                self.detect_failures = false;
+                status = self.create_ep(j, a);
             }
-            eps.push(ep);
+            match status {
+                Ok(ep) => eps.push(ep),
+                Err(s) => {
+                    for ep in eps {
+                        self.close_ep(ep, true);
+                    }
+                    return Err(crate::error::status_error("ucp_ep_create", s));
+                }
+            }
         }
         self.me = me;
         self.peers = eps.into_iter().map(Peer::new).collect();
         self.is_dirty = vec![false; self.peers.len()];
         log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
         Ok(())
+    }
+
+    fn create_ep(
+        &mut self,
+        peer: usize,
+        address: &[u8],
+    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
+        let mut params = ffi::ucp_ep_params_t {
+            field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS),
+            address: address.as_ptr().cast(),
+            ..Default::default()
+        };
+        if self.detect_failures {
+            params.field_mask |= u64::from(
+                ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            );
+            params.err_mode = ffi::UCP_ERR_HANDLING_MODE_PEER;
+            params.err_handler.cb = Some(events::endpoint_failed);
+            params.err_handler.arg = peer as *mut c_void;
+        }
+        let mut ep = null_mut();
+        // SAFETY: valid worker, params and out-pointer; UCX copies the
+        // address during the call.
+        let status = unsafe { ffi::ucp_ep_create(self.worker, &params, &mut ep) };
+        if status == ffi::UCS_OK {
+            Ok(ep)
+        } else {
+            Err(status)
+        }
     }
 
     fn enqueue(&mut self, peer: usize, op: SendOp) {

@@ -43,7 +43,7 @@ pub enum UcxError {
     },
 }
 
-fn status_error(op: &'static str, status: ffi::ucs_status_t) -> UcxError {
+pub(crate) fn status_error(op: &'static str, status: ffi::ucs_status_t) -> UcxError {
     // SAFETY: ucs_status_string returns a static NUL-terminated string for
     // any status value.
     let message = unsafe { CStr::from_ptr(ffi::ucs_status_string(status)) }

@@ -57,6 +57,7 @@ impl std::fmt::Debug for UcxTransport {
 pub struct UcxTransportBuilder {
     send_depth: u32,
     recv_depth: u32,
+    detect_failures: Option<bool>,
 }
 
 impl Default for UcxTransportBuilder {
@@ -64,8 +65,24 @@ impl Default for UcxTransportBuilder {
         UcxTransportBuilder {
             send_depth: 256,
             recv_depth: 256,
+            detect_failures: None,
         }
     }
+}
+
+/// Whether `UCX_TLS` names only transports without peer failure handling
+/// in UCX 1.13 (shared memory and self).
+fn shared_memory_only(tls: Option<&str>) -> bool {
+    const NO_PEER_FAILURE: &[&str] =
+        &["sm", "shm", "posix", "sysv", "xpmem", "cma", "knem", "self"];
+    tls.is_some_and(|t| {
+        let names: Vec<&str> = t
+            .trim_start_matches('^')
+            .split(',')
+            .map(str::trim)
+            .collect();
+        !t.starts_with('^') && names.iter().all(|n| NO_PEER_FAILURE.contains(n))
+    })
 }
 
 impl UcxTransportBuilder {
@@ -76,11 +93,24 @@ impl UcxTransportBuilder {
         self
     }
 
+    /// Whether endpoints use UCX peer error handling, so a dead peer fails
+    /// its work at once (default: yes, unless `UCX_TLS` names only shared
+    /// memory and self, which have none in UCX 1.13; a transport without it
+    /// also turns it off). Without it a dead peer surfaces as a wait
+    /// timeout and the scope's flush.
+    pub fn detect_peer_failure(mut self, on: bool) -> Self {
+        self.detect_failures = Some(on);
+        self
+    }
+
     /// Starts the progress thread and its worker on `context`.
     pub fn start(self, context: &UcxContext) -> Result<UcxTransport, UcxError> {
         let shared = Arc::new(Shared::new());
         let dir = Arc::new(KeyDirectory::default());
-        let (thread, address) = engine::spawn(context, dir.clone(), shared.clone())?;
+        let detect = self
+            .detect_failures
+            .unwrap_or_else(|| !shared_memory_only(std::env::var("UCX_TLS").ok().as_deref()));
+        let (thread, address) = engine::spawn(context, dir.clone(), shared.clone(), detect)?;
         Ok(UcxTransport {
             shared,
             thread: Some(thread),
@@ -275,5 +305,20 @@ impl Drop for UcxTransport {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_memory_only;
+
+    #[test]
+    fn shared_memory_configurations_are_recognised() {
+        assert!(shared_memory_only(Some("sm,self")));
+        assert!(shared_memory_only(Some("posix, sysv,cma")));
+        assert!(!shared_memory_only(Some("tcp")));
+        assert!(!shared_memory_only(Some("sm,tcp")));
+        assert!(!shared_memory_only(Some("^tcp")));
+        assert!(!shared_memory_only(None));
     }
 }

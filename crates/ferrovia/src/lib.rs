@@ -10,11 +10,38 @@
 //! | [`mr`] | `ferrovia-mr` | memory-region registry, views, remote descriptors |
 //! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
-//! | `ucx` | `ferrovia-ucx` | the UCX fallback transport, with the `ucx` feature (in progress) |
+//! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
 //!
 //! # Features
-//! - `ucx`: the UCX fallback transport as `ferrovia::ucx` (needs `libucx-dev`).
+//! - `ucx` (default): the UCX fallback transport as `ferrovia::ucx`, and
+//!   the [`Node`] backend used where no RDMA device is usable. Needs the
+//!   system UCX (`libucx-dev`) at build time; `default-features = false`
+//!   makes ferrovia verbs only.
 //!
+//! # Backends
+//! [`Node`] runs on verbs when a device with an active port opens, else on
+//! UCX (tcp or shared memory on a laptop). `FERROVIA_BACKEND=verbs|ucx`
+//! overrides; [`Node::backend`] and the `info` log say which was chosen.
+//! The same program, the same work requests and the same
+//! [`RemoteMemoryRegion`] values run on both.
+//!
+//! # Quick start: a node
+//! ```no_run
+//! use std::time::Duration;
+//! use ferrovia::prelude::*;
+//! use ferrovia::{Node, NodeError};
+//!
+//! # fn main() -> Result<(), NodeError> {
+//! // Rank, world size and rendezvous from torchrun, srun, mpirun or FERROVIA_*.
+//! let mut node = Node::from_env()?;
+//! println!("rank {} of {} on {}", node.rank(), node.world_size(), node.describe());
+//! let everyone: Vec<usize> = (0..node.world_size()).collect();
+//! node.barrier(&everyone, Duration::from_secs(10))?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Quick start: two verbs channels
 //! # Quick start
 //! ```no_run
 //! use std::time::Duration;
@@ -64,6 +91,9 @@ pub use ferrovia_channel::{
 };
 pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
 pub use ferrovia_node::{
-    BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError, NodeScope,
+    Backend, BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError,
+    NodeScope,
 };
+#[cfg(feature = "ucx")]
+pub use ferrovia_ucx::UcxError;
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};

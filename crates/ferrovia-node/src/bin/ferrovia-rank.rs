@@ -166,9 +166,8 @@ fn demo(node: &mut Node) -> Result<(), NodeError> {
     let all: Vec<usize> = (0..n).collect();
     let say = |what: String| println!("rank {me}: {what}");
     say(format!(
-        "joined a world of {n} ranks, backend {:?} on device {}",
-        node.backend(),
-        node.pd().context().name()
+        "joined a world of {n} ranks, backend {}",
+        node.describe()
     ));
     node.barrier(&all, WAIT)?;
     say("barrier: every rank is connected".into());

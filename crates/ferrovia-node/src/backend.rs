@@ -1,0 +1,245 @@
+//! Which transport a node runs on, and the per-backend steps of building
+//! one: open, describe this rank's side for each peer, connect.
+
+use std::str::FromStr;
+#[cfg(feature = "ucx")]
+use std::sync::Arc;
+
+use ferrovia_channel::{ChannelBuilder, MultiChannel};
+use ferrovia_mr::MrRegistry;
+use ferrovia_verbs::{Context, Endpoint, ProtectionDomain};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{BootstrapError, NodeError};
+
+/// Which transport a node runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// libibverbs RC queue pairs (InfiniBand, RoCE, soft-RoCE).
+    Verbs,
+    /// UCX (tcp, shared memory, or UCX's own RDMA transports): where no
+    /// RDMA device is usable. Needs the `ucx` feature (on by default).
+    Ucx,
+}
+
+impl Backend {
+    /// `"verbs"` or `"ucx"`, as `FERROVIA_BACKEND` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Verbs => "verbs",
+            Backend::Ucx => "ucx",
+        }
+    }
+
+    /// `FERROVIA_BACKEND`, if set.
+    pub fn from_env() -> Result<Option<Backend>, BootstrapError> {
+        match std::env::var("FERROVIA_BACKEND") {
+            Ok(v) if !v.is_empty() => v.parse().map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = BootstrapError;
+
+    fn from_str(s: &str) -> Result<Backend, BootstrapError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "verbs" | "ibverbs" | "rdma" => Ok(Backend::Verbs),
+            "ucx" => Ok(Backend::Ucx),
+            _ => Err(BootstrapError::MalformedVar {
+                name: "FERROVIA_BACKEND".into(),
+                value: s.into(),
+                reason: "expected verbs or ucx".into(),
+            }),
+        }
+    }
+}
+
+/// What one rank tells a peer so the peer can connect to it.
+#[derive(Serialize, Deserialize)]
+pub(crate) enum Link {
+    /// The queue pair made for that peer.
+    Verbs(Endpoint),
+    /// The UCX worker address (the same for every peer).
+    Ucx(Vec<u8>),
+}
+
+impl Link {
+    fn backend(&self) -> Backend {
+        match self {
+            Link::Verbs(_) => Backend::Verbs,
+            Link::Ucx(_) => Backend::Ucx,
+        }
+    }
+}
+
+/// Picks the backend: `explicit`, else verbs when a device with an active
+/// port opens (handing its protection domain to the channel), else UCX.
+pub(crate) fn choose(
+    explicit: Option<Backend>,
+    channel: ChannelBuilder,
+) -> Result<(Backend, ChannelBuilder), NodeError> {
+    if let Some(b) = explicit {
+        return Ok((b, channel));
+    }
+    let cfg = channel.config();
+    let opened = match &cfg.device {
+        Some(name) => Context::open(name),
+        None => Context::open_default(),
+    };
+    match opened.and_then(|ctx| ProtectionDomain::new(&ctx)) {
+        Ok(pd) => Ok((Backend::Verbs, channel.pd(&pd))),
+        Err(e) if cfg!(feature = "ucx") => {
+            log::info!("no usable RDMA device ({e}); using UCX");
+            Ok((Backend::Ucx, channel))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A transport opened but not yet connected.
+pub(crate) enum Opened {
+    Verbs(Box<MultiChannel>),
+    #[cfg(feature = "ucx")]
+    Ucx {
+        transport: ferrovia_ucx::UcxTransport,
+        registry: MrRegistry,
+        channel: ChannelBuilder,
+    },
+}
+
+impl Opened {
+    pub(crate) fn open(
+        backend: Backend,
+        channel: ChannelBuilder,
+        n: usize,
+    ) -> Result<Opened, NodeError> {
+        match backend {
+            Backend::Verbs => Ok(Opened::Verbs(Box::new(channel.build_multi(n)?))),
+            #[cfg(feature = "ucx")]
+            Backend::Ucx => {
+                let ctx = ferrovia_ucx::UcxContext::new()?;
+                let caps = channel.config().caps;
+                let transport = ferrovia_ucx::UcxTransport::builder()
+                    .depths(caps.max_send_wr, caps.max_recv_wr)
+                    .start(&ctx)?;
+                let registry = MrRegistry::with_registrar(transport.registrar());
+                Ok(Opened::Ucx {
+                    transport,
+                    registry,
+                    channel,
+                })
+            }
+            #[cfg(not(feature = "ucx"))]
+            Backend::Ucx => Err(BootstrapError::Protocol(
+                "the UCX backend was asked for, but ferrovia-node was built without the `ucx` feature"
+                    .into(),
+            )
+            .into()),
+        }
+    }
+
+    pub(crate) fn registry(&self) -> &MrRegistry {
+        match self {
+            Opened::Verbs(m) => m.registry(),
+            #[cfg(feature = "ucx")]
+            Opened::Ucx { registry, .. } => registry,
+        }
+    }
+
+    /// What peer `peer` needs from this rank.
+    pub(crate) fn link(&self, peer: usize) -> Result<Link, NodeError> {
+        match self {
+            Opened::Verbs(m) => Ok(Link::Verbs(m.endpoint(peer)?)),
+            #[cfg(feature = "ucx")]
+            Opened::Ucx { transport, .. } => Ok(Link::Ucx(transport.address().to_vec())),
+        }
+    }
+
+    /// For logs and `Node::describe`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Opened::Verbs(m) => format!(
+                "verbs on {}",
+                m.pd()
+                    .map_or_else(|| "?".into(), |pd| pd.context().name().to_owned())
+            ),
+            #[cfg(feature = "ucx")]
+            Opened::Ucx { .. } => match std::env::var("UCX_TLS") {
+                Ok(tls) => format!("ucx (UCX_TLS={tls})"),
+                Err(_) => "ucx".into(),
+            },
+        }
+    }
+
+    /// Connects to every rank (`links[j]` from rank `j`).
+    pub(crate) fn connect(self, rank: usize, links: Vec<Link>) -> Result<MultiChannel, NodeError> {
+        let mine = match &self {
+            Opened::Verbs(_) => Backend::Verbs,
+            #[cfg(feature = "ucx")]
+            Opened::Ucx { .. } => Backend::Ucx,
+        };
+        if let Some((j, l)) = links.iter().enumerate().find(|(_, l)| l.backend() != mine) {
+            return Err(BootstrapError::Protocol(format!(
+                "rank {j} runs the {} backend and rank {rank} {}: set FERROVIA_BACKEND the same on every rank",
+                l.backend(),
+                mine
+            ))
+            .into());
+        }
+        match self {
+            Opened::Verbs(mut m) => {
+                for (j, l) in links.into_iter().enumerate() {
+                    if let Link::Verbs(ep) = l {
+                        m.connect(j, &ep)?;
+                    }
+                }
+                Ok(*m)
+            }
+            #[cfg(feature = "ucx")]
+            Opened::Ucx {
+                transport,
+                registry,
+                channel,
+            } => {
+                let addresses: Vec<Vec<u8>> = links
+                    .into_iter()
+                    .filter_map(|l| match l {
+                        Link::Ucx(a) => Some(a),
+                        Link::Verbs(_) => None,
+                    })
+                    .collect();
+                transport.connect(rank, &addresses)?;
+                Ok(MultiChannel::over(
+                    Arc::new(transport),
+                    registry,
+                    channel.config().clone(),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse() {
+        assert_eq!("verbs".parse::<Backend>().unwrap(), Backend::Verbs);
+        assert_eq!(" UCX ".parse::<Backend>().unwrap(), Backend::Ucx);
+        assert!(matches!(
+            "tcp".parse::<Backend>(),
+            Err(BootstrapError::MalformedVar { .. })
+        ));
+        assert_eq!(Backend::Ucx.to_string(), "ucx");
+    }
+}

@@ -1,0 +1,256 @@
+//! The multi-process suite, run once per backend: every rank a separate
+//! `ferrovia-rank` process on loopback. `backend_suite!` instantiates it
+//! with the environment that selects a backend (verbs on the VM's
+//! soft-RoCE device; UCX over tcp or shared memory on any host).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const RANK_BIN: &str = env!("CARGO_BIN_EXE_ferrovia-rank");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The environment that selects a backend.
+pub(crate) type BackendEnv = &'static [(&'static str, &'static str)];
+
+struct Job {
+    port: u16,
+    n: usize,
+    token: String,
+    backend: BackendEnv,
+}
+
+impl Job {
+    fn new(n: usize, backend: BackendEnv) -> Job {
+        Job {
+            port: free_port(),
+            n,
+            token: format!("test-{}", std::process::id()),
+            backend,
+        }
+    }
+
+    fn spawn(&self, rank: usize, args: &[&str], extra: &[(&str, &str)]) -> Child {
+        let mut c = Command::new(RANK_BIN);
+        c.args(args)
+            .env("FERROVIA_RANK", rank.to_string())
+            .env("FERROVIA_WORLD_SIZE", self.n.to_string())
+            .env("FERROVIA_RENDEZVOUS", format!("127.0.0.1:{}", self.port))
+            .env("FERROVIA_JOB_TOKEN", &self.token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in self.backend.iter().chain(extra) {
+            c.env(k, v);
+        }
+        c.spawn().expect("spawn ferrovia-rank")
+    }
+}
+
+/// Waits for a child up to `limit`; kills it past that. Returns (exit
+/// code, stdout, stderr).
+fn finish(mut child: Child, limit: Duration) -> (Option<i32>, String, String) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    (
+        status.and_then(|s| s.code()),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub(crate) fn exchange(b: BackendEnv, n: usize, iters: &str) {
+    exchange_with(b, n, iters, "dissemination");
+}
+
+pub(crate) fn exchange_with(b: BackendEnv, n: usize, iters: &str, barrier: &str) {
+    let job = Job::new(n, b);
+    let env = [("FERROVIA_BARRIER", barrier)];
+    let ranks: Vec<Child> = (0..n)
+        .map(|r| job.spawn(r, &["exchange", iters], &env))
+        .collect();
+    for (r, child) in ranks.into_iter().enumerate() {
+        let (code, out, err) = finish(child, Duration::from_secs(240));
+        assert_eq!(code, Some(0), "rank {r} of {n} failed: {err}");
+        assert!(out.contains("verified"), "rank {r}: {out}");
+    }
+}
+
+/// The ranks listed in "rank(s) [a, b] did not arrive".
+fn named_ranks(stderr: &str) -> Vec<usize> {
+    let Some(at) = stderr.find("rank(s) [") else {
+        return Vec::new();
+    };
+    let rest = &stderr[at + 9..];
+    rest[..rest.find(']').unwrap_or(0)]
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+pub(crate) fn a_rank_killed_in_a_barrier_loop_is_named_by_the_others(b: BackendEnv) {
+    let n = 4;
+    let timeout = Duration::from_secs(2);
+    let job = Job::new(n, b);
+    let ms = timeout.as_millis().to_string();
+    let mut ranks: Vec<Child> = (0..n)
+        .map(|r| job.spawn(r, &["barrier-loop", "100000000", &ms], &[]))
+        .collect();
+    // Wait until every rank is inside the loop.
+    let (tx, rx) = mpsc::channel();
+    for child in &mut ranks {
+        let out = child.stdout.take().unwrap();
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if line.contains("in barrier loop") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+    }
+    for _ in 0..n {
+        rx.recv_timeout(Duration::from_secs(120))
+            .expect("every rank enters the loop");
+    }
+    thread::sleep(Duration::from_millis(300));
+    ranks[2].kill().unwrap();
+    let killed = Instant::now();
+    for (r, child) in ranks.into_iter().enumerate() {
+        if r == 2 {
+            let _ = finish(child, Duration::from_secs(5));
+            continue;
+        }
+        let (code, _, err) = finish(child, timeout + Duration::from_secs(10));
+        let took = killed.elapsed();
+        assert_eq!(code, Some(3), "rank {r} should fail its barrier: {err}");
+        assert!(err.contains("did not arrive"), "rank {r}: {err}");
+        assert!(
+            named_ranks(&err).contains(&2),
+            "rank {r} did not name rank 2: {err}"
+        );
+        // The timeout, plus 1 s, plus a little for the process to exit
+        // under emulation.
+        assert!(
+            took <= timeout + Duration::from_millis(1500),
+            "rank {r} took {took:?}"
+        );
+    }
+}
+
+pub(crate) fn a_rank_that_never_starts_fails_bootstrap_with_a_clear_error(b: BackendEnv) {
+    let job = Job::new(3, b);
+    let limit = [("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "3000")];
+    let started = Instant::now();
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| job.spawn(r, &["exchange", "1"], &limit))
+        .collect();
+    let results: Vec<_> = ranks
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(30)))
+        .collect();
+    assert!(
+        started.elapsed() < Duration::from_secs(3 + 3),
+        "{:?}",
+        started.elapsed()
+    );
+    let (code, _, err) = &results[0];
+    assert_eq!(*code, Some(2), "{err}");
+    assert!(
+        err.contains("never checked in") && err.contains("[2]"),
+        "{err}"
+    );
+    let (code, _, err) = &results[1];
+    assert_eq!(*code, Some(2), "rank 1 should be told: {err}");
+}
+
+pub(crate) fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes(b: BackendEnv) {
+    let job = Job::new(2, b);
+    let root = job.spawn(0, &["exchange", "2"], &[]);
+    let stranger = job.spawn(
+        1,
+        &["exchange", "2"],
+        &[("FERROVIA_JOB_TOKEN", "not-the-job")],
+    );
+    let (code, _, err) = finish(stranger, Duration::from_secs(60));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("wrong job token"), "{err}");
+    let real = job.spawn(1, &["exchange", "2"], &[]);
+    for (r, child) in [root, real].into_iter().enumerate() {
+        let (code, out, err) = finish(child, Duration::from_secs(120));
+        assert_eq!(code, Some(0), "rank {r}: {err}");
+        assert!(out.contains("verified"));
+    }
+}
+
+/// Defines the suite's tests for one backend: `backend_suite!(ENV)` or
+/// `backend_suite!(ENV, ignore = "why")`.
+#[macro_export]
+macro_rules! backend_suite {
+    ($env:expr $(, ignore = $why:literal)?) => {
+        #[test]
+        $(#[ignore = $why])?
+        fn two_ranks_exchange_with_every_operation() {
+            suite::exchange($env, 2, "10");
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn four_ranks_exchange_with_every_operation() {
+            suite::exchange($env, 4, "4");
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn centralized_and_tree_barriers_with_five_ranks() {
+            // Five: not a power of two, so the tree is unbalanced.
+            suite::exchange_with($env, 5, "2", "centralized");
+            suite::exchange_with($env, 5, "2", "tree");
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn eight_ranks_exchange_with_every_operation() {
+            suite::exchange($env, 8, "2");
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_rank_killed_in_a_barrier_loop_is_named_by_the_others() {
+            suite::a_rank_killed_in_a_barrier_loop_is_named_by_the_others($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_rank_that_never_starts_fails_bootstrap_with_a_clear_error() {
+            suite::a_rank_that_never_starts_fails_bootstrap_with_a_clear_error($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes() {
+            suite::a_stranger_with_the_wrong_token_is_refused_and_the_job_completes($env);
+        }
+    };
+}
