@@ -1,6 +1,7 @@
 //! `cargo xtask demo [NAME|all]`: builds and runs one of the project's
-//! demonstrations (by default the first of [`DEMOS`], README's main job),
-//! on the host's RDMA device if it has one, else inside the VM.
+//! demonstrations (by default the first of [`DEMOS`], README's main job):
+//! on the host (over UCX when it has no RDMA device), or on the host's
+//! RDMA device if it has one, else inside the VM.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -22,9 +23,19 @@ struct Demo {
     /// How many processes: 1 runs the program as is; more run it as the
     /// ranks of one job on one machine (see [`ranks`]).
     ranks: usize,
-    /// Needs a verbs device: in the VM unless the host has one (else it
-    /// runs on the host as is).
-    needs_rdma: bool,
+    /// Where it runs.
+    place: Place,
+}
+
+/// Where a demo runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// On the host as is (a `Node` picks UCX where there is no device).
+    Host,
+    /// Needs a verbs device: the host's if it has one, else the VM's.
+    RdmaDevice,
+    /// Always in the VM, on soft-RoCE.
+    Vm,
 }
 
 /// What cargo builds for a demo (or a benchmark).
@@ -78,7 +89,18 @@ const DEMOS: &[Demo] = &[
         },
         args: &["demo"],
         ranks: 4,
-        needs_rdma: true,
+        place: Place::Host,
+    },
+    Demo {
+        name: "node-softroce",
+        title: "the same 4-rank job over verbs on soft-RoCE in the VM",
+        program: Program::Bin {
+            package: "ferrovia-node",
+            name: "ferrovia-rank",
+        },
+        args: &["demo"],
+        ranks: 4,
+        place: Place::Vm,
     },
     Demo {
         name: "pingpong",
@@ -89,7 +111,7 @@ const DEMOS: &[Demo] = &[
         },
         args: &[],
         ranks: 1,
-        needs_rdma: true,
+        place: Place::RdmaDevice,
     },
 ];
 
@@ -170,7 +192,11 @@ pub(crate) fn build(program: Program, release: bool) -> Result<PathBuf> {
 fn run_demo(demo: &Demo) -> Result<u8> {
     let program = build(demo.program, false)?;
     let args: Vec<OsString> = demo.args.iter().map(OsString::from).collect();
-    let here = !demo.needs_rdma || !rdma_devices::host_devices().is_empty();
+    let here = match demo.place {
+        Place::Host => true,
+        Place::RdmaDevice => !rdma_devices::host_devices().is_empty(),
+        Place::Vm => false,
+    };
     if demo.ranks > 1 {
         let mut job = Job::new(program, demo.ranks, args);
         job.timeout = RANKS_TIMEOUT;
@@ -184,7 +210,7 @@ fn run_demo(demo: &Demo) -> Result<u8> {
             return ranks::run(&job)?.verdict().map(|()| 0);
         }
         say!(
-            "xtask demo: no RDMA device on this host: running {} ranks of {} in one VM (cargo xtask vm)",
+            "xtask demo: running {} ranks of {} in one VM on soft-RoCE (cargo xtask vm)",
             demo.ranks,
             demo.program.name()
         );
@@ -239,7 +265,8 @@ mod tests {
         };
         assert_eq!(names(&[]), ["node"]);
         assert_eq!(names(&["pingpong"]), ["pingpong"]);
-        assert_eq!(names(&["all"]), ["node", "pingpong"]);
+        assert_eq!(names(&["all"]), ["node", "node-softroce", "pingpong"]);
+        assert_eq!(DEMOS[0].place, Place::Host, "the main job needs no VM");
         assert_eq!(select(&os(&["nope"])).unwrap_err().status(), 2);
         assert_eq!(select(&os(&["a", "b"])).unwrap_err().status(), 2);
         assert!(select(&os(&["--help"])).unwrap().is_none());

@@ -20,6 +20,7 @@ mod backend;
 mod barrier;
 mod error;
 mod launcher;
+mod local_launch;
 mod node;
 mod rendezvous;
 mod sync_region;

@@ -219,6 +219,21 @@ impl Node {
         NodeBuilder::from_launch(&info).build()
     }
 
+    /// Like [`Node::from_env`]; but when no launcher configured this
+    /// process (a plain `cargo run`), this process becomes the launcher: it
+    /// starts `ranks` copies of itself on this machine as one job, waits
+    /// for them, and exits with their status instead of returning.
+    pub fn from_env_or_launch(ranks: usize) -> Result<Node, NodeError> {
+        match launcher::from_vars(&|k| std::env::var(k).ok()) {
+            Ok(info) => NodeBuilder::from_launch(&info).build(),
+            Err(BootstrapError::MissingVar {
+                name: "FERROVIA_RANK",
+                ..
+            }) => match crate::local_launch::launch_here(ranks)? {},
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.rank
@@ -299,13 +314,15 @@ impl Node {
         slot[1..=encoded.len()].copy_from_slice(encoded);
         let (me, n) = (self.rank, self.world_size);
         let everyone: Vec<usize> = (0..n).collect();
+        let round = self.sync.gathers.get();
+        self.sync.gathers.set(round + 1);
         self.scope(|s| {
             let sync = s.target().sync();
             let g = [Gather::of(&sync.dir_src)?];
             let mut writes = Vec::with_capacity(n);
             for p in 0..n {
                 let dst = sync.remote[p]
-                    .sub_region(sync.dir_offset(me), DIR_SLOT as u64)
+                    .sub_region(sync.dir_offset(round, me), DIR_SLOT as u64)
                     .map_err(TransportError::from)?;
                 writes.push(s.post_write(PeerWriteWorkRequest::new(
                     p,
@@ -318,7 +335,7 @@ impl Node {
             s.barrier(&everyone, timeout)?;
             (0..n)
                 .map(|p| {
-                    let bytes = sync.dir_entry(p).ok_or_else(|| {
+                    let bytes = sync.dir_entry(round, p).ok_or_else(|| {
                         BootstrapError::Protocol(format!("rank {p} wrote no directory entry"))
                     })?;
                     Ok(RemoteMemoryRegion::decode(&bytes)?)

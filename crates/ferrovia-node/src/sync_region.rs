@@ -34,6 +34,8 @@ pub(crate) struct SyncRegion {
     pub(crate) entered: Cell<u64>,
     /// Queries this rank has sent.
     pub(crate) queries: Cell<u64>,
+    /// Directory gathers this rank has run.
+    pub(crate) gathers: Cell<u64>,
     n: usize,
 }
 
@@ -52,12 +54,13 @@ impl SyncRegion {
             answered: (0..n).map(|_| Cell::new(0)).collect(),
             entered: Cell::new(0),
             queries: Cell::new(0),
+            gathers: Cell::new(0),
             n,
         })
     }
 
     fn flags_len(n: usize) -> usize {
-        24 * n + DIR_SLOT * n
+        24 * n + 2 * DIR_SLOT * n
     }
 
     /// Where rank `from` writes its queries to this region's owner.
@@ -70,8 +73,13 @@ impl SyncRegion {
         (8 * (2 * self.n + from)) as u64
     }
 
-    pub(crate) fn dir_offset(&self, rank: usize) -> u64 {
-        (24 * self.n + DIR_SLOT * rank) as u64
+    /// Where rank `rank` writes its entry of gather number `round`. Two
+    /// banks alternate: a rank can be at most one gather ahead of another
+    /// (each gather ends in a barrier), so it never overwrites an entry
+    /// a slower rank has yet to read.
+    pub(crate) fn dir_offset(&self, round: u64, rank: usize) -> u64 {
+        let bank = (round % 2) as usize;
+        (24 * self.n + DIR_SLOT * (bank * self.n + rank)) as u64
     }
 
     /// Word `i` of the flags region.
@@ -107,8 +115,8 @@ impl SyncRegion {
     }
 
     /// The directory entry rank `from` wrote here, if any.
-    pub(crate) fn dir_entry(&self, from: usize) -> Option<Vec<u8>> {
-        let start = self.dir_offset(from) as usize;
+    pub(crate) fn dir_entry(&self, round: u64, from: usize) -> Option<Vec<u8>> {
+        let start = self.dir_offset(round, from) as usize;
         let bytes = &self.flags.as_atomic_bytes()[start..start + DIR_SLOT];
         let len = bytes[0].load(Acquire) as usize;
         (len > 0 && len < DIR_SLOT)

@@ -1,7 +1,8 @@
 //! All-to-all with scatter and gather posts: every rank sends a distinct
-//! message to every other rank and receives one from each. Start it with
-//! a launcher (torchrun, srun, mpirun) or by hand:
-//! `FERROVIA_RANK=r FERROVIA_WORLD_SIZE=n FERROVIA_RENDEZVOUS=host:port`.
+//! message to every other rank and receives one from each. `cargo run
+//! --example all_to_all` starts 4 ranks on this machine (over UCX without
+//! RDMA hardware); on soft-RoCE: `cargo xtask vm -- cargo run --example
+//! all_to_all`; under torchrun, srun or mpirun each process is one rank.
 
 use std::error::Error;
 use std::time::Duration;
@@ -24,7 +25,7 @@ fn message(from: usize, to: usize) -> [u8; SLOT] {
 }
 
 fn main() -> Res {
-    let mut node = Node::from_env()?;
+    let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let others: Vec<usize> = (0..n).filter(|&p| p != me).collect();
     let outgoing: Vec<u8> = (0..n).flat_map(|p| message(me, p)).collect();

@@ -1,6 +1,8 @@
 //! A barrier loop over every rank, then over the even and odd ranks
-//! separately; prints the median barrier time. Start it with a launcher or
-//! `FERROVIA_RANK`, `FERROVIA_WORLD_SIZE`, `FERROVIA_RENDEZVOUS`.
+//! separately; prints the median barrier time. `cargo run --example
+//! barrier_loop` starts 4 ranks on this machine (over UCX without RDMA
+//! hardware); on soft-RoCE: `cargo xtask vm -- cargo run --example
+//! barrier_loop`; under torchrun, srun or mpirun each process is one rank.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ const ROUNDS: usize = 100;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut node = Node::from_env()?;
+    let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let everyone: Vec<usize> = (0..n).collect();
     let mine: Vec<usize> = (0..n).filter(|r| r % 2 == me % 2).collect();

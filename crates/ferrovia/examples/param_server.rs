@@ -1,6 +1,10 @@
 //! Parameter-server style: rank 0 holds the parameters; every other rank
 //! reads them with one-sided RDMA reads (rank 0's CPU is not involved),
 //! then writes its update into its own slot of rank 0's update table.
+//! `cargo run --example param_server` starts 4 ranks on this machine (over
+//! UCX without RDMA hardware); on soft-RoCE: `cargo xtask vm -- cargo run
+//! --example param_server`; under torchrun, srun or mpirun each process is
+//! one rank.
 
 use std::error::Error;
 use std::time::Duration;
@@ -14,7 +18,7 @@ const PARAMS: usize = 1024; // f32 parameters
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut node = Node::from_env()?;
+    let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let everyone: Vec<usize> = (0..n).collect();
     let exposed = RegisterOptions::local()

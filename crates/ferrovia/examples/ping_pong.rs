@@ -1,56 +1,66 @@
-//! Ping-pong between two channels of one process: the smallest ferrovia
-//! program. Without RDMA hardware: `cargo xtask vm -- cargo run --example
-//! ping_pong`.
+//! Ping-pong between two ranks: the smallest ferrovia program.
+//!
+//! `cargo run --example ping_pong` starts both ranks on this machine (over
+//! UCX when there is no RDMA device); on soft-RoCE:
+//! `cargo xtask vm -- cargo run --example ping_pong`; under a launcher
+//! (torchrun, srun, mpirun) each process is one rank.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, SendWorkRequest};
+use ferrovia::{
+    Gather, Node, PeerReceiveWorkRequest, PeerSendWorkRequest, ReceiveWorkRequest, RegisterOptions,
+    Scatter, SendWorkRequest,
+};
 
 type Res<T = ()> = Result<T, Box<dyn Error>>;
-const ROUNDS: usize = 100;
+const ROUNDS: usize = 1000;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn main() -> Res {
-    let mut ping = Channel::builder().build()?;
-    let mut pong = Channel::builder().pd(ping.pd()).build()?;
-    let (e1, e2) = (ping.endpoint(), pong.endpoint());
-    ping.connect(&e2)?;
-    pong.connect(&e1)?;
-
-    let reg = |ch: &Channel, bytes: &[u8]| {
-        ch.registry()
-            .register_buffer(bytes.to_vec(), RegisterOptions::local())
+    let mut node = Node::from_env_or_launch(2)?;
+    let me = node.rank();
+    let peer = 1 - me;
+    let (text, expect): (&[u8], &[u8]) = if me == 0 {
+        (b"ping", b"pong")
+    } else {
+        (b"pong", b"ping")
     };
-    let (ball, reply) = (reg(&ping, b"ping")?, reg(&pong, b"pong")?);
-    let (mut catch, mut back) = (reg(&pong, &[0; 16])?, reg(&ping, &[0; 16])?);
+    let ball = node
+        .registry()
+        .register_buffer(text.to_vec(), RegisterOptions::local())?;
+    let mut catch = node.registry().alloc(16, RegisterOptions::local())?;
+    node.barrier(&[0, 1], WAIT)?;
     let start = Instant::now();
-    for _ in 0..ROUNDS {
-        pong.scope(|p| -> Res {
-            let caught = p.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut catch)?))?;
-            ping.scope(|s| -> Res {
-                let returned = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut back)?))?;
-                s.post_send(SendWorkRequest::new(&[Gather::of(&ball)?])?)?
+    let g = [Gather::of(&ball)?];
+    for round in 0..ROUNDS {
+        // One scope per round: the receive buffer is borrowed until its
+        // message is in, then free to read and to post again.
+        node.scope(|s| -> Res {
+            // Post the receive first, so the peer's message always finds it.
+            let caught = s.post_receive(PeerReceiveWorkRequest::new(
+                peer,
+                ReceiveWorkRequest::new(Scatter::of(&mut catch)?),
+            ))?;
+            if me == 0 {
+                s.post_send(PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?))?
                     .wait(WAIT)?;
-                assert_eq!(
-                    caught.wait(WAIT)?.into_received().unwrap_or_default(),
-                    b"ping"
-                );
-                p.post_send(SendWorkRequest::new(&[Gather::of(&reply)?])?)?
+            }
+            let got = caught.wait(WAIT)?.into_received().unwrap_or_default();
+            if got != expect {
+                return Err(format!("round {round}: got {got:?}").into());
+            }
+            if me == 1 {
+                s.post_send(PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?))?
                     .wait(WAIT)?;
-                assert_eq!(
-                    returned.wait(WAIT)?.into_received().unwrap_or_default(),
-                    b"pong"
-                );
-                Ok(())
-            })?;
+            }
             Ok(())
         })?;
     }
     let us = start.elapsed().as_secs_f64() * 1e6 / ROUNDS as f64;
     println!(
-        "ping_pong: {ROUNDS} round trips on {}, {us:.1} µs each, every message verified",
-        ping.pd().context().name()
+        "ping_pong: rank {me}: {ROUNDS} round trips over {}, {us:.1} µs each, every message verified",
+        node.describe()
     );
     Ok(())
 }
