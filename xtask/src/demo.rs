@@ -289,6 +289,6 @@ mod tests {
                 "--message-format=json"
             ]
         );
-        assert_eq!(DEMOS[1].program.kind(), "example");
+        assert_eq!(DEMOS[2].program.kind(), "example");
     }
 }

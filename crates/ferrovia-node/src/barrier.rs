@@ -14,7 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
-    Gather, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork, WriteWorkRequest,
+    Gather, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork, TransportError,
+    WriteWorkRequest,
 };
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -67,7 +68,8 @@ pub(crate) fn validate(
 struct Run<'s, 'scope, 'env> {
     s: &'s mut PollingScope<'scope, 'env, Node>,
     peers: &'s [usize],
-    writes: Vec<ScopedPendingWork<'scope>>,
+    /// This barrier's signal writes and their targets.
+    writes: Vec<(usize, ScopedPendingWork<'scope>)>,
     deadline: Instant,
     timeout: Duration,
 }
@@ -123,7 +125,7 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
             to,
             WriteWorkRequest::new(&g, slot)?,
         ))?;
-        self.writes.push(h);
+        self.writes.push((to, h));
         Ok(())
     }
 
@@ -195,13 +197,22 @@ impl<'scope, 'env> Run<'_, 'scope, 'env> {
         }
     }
 
-    fn finish(self) -> Result<(), BarrierError> {
-        for h in self.writes {
+    /// Waits for this barrier's signal writes. One that fails or does not
+    /// complete means its target is gone (a transport without peer failure
+    /// detection just never completes it): diagnosed like a wait timeout.
+    fn finish(mut self) -> Result<(), BarrierError> {
+        for (to, h) in std::mem::take(&mut self.writes) {
             let left = self
                 .deadline
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(100));
-            h.wait(left)?;
+            match h.wait(left) {
+                Ok(_) => {}
+                Err(TransportError::Timeout { .. } | TransportError::Completion(_)) => {
+                    return Err(self.timed_out(to));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
