@@ -151,15 +151,17 @@ fn write_lat(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, Node
     src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
     let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
     let flag: &AtomicU8 = &inbox.as_atomic_bytes()[size - 1];
-    let spin = || -> Result<(), TransportError> {
+    // Polls the transport between looks at the flag: free on verbs, and
+    // on UCX it drives progress on this thread (the peer's write lands).
+    let spin = |s: &mut ferrovia::PollingScope<'_, '_, Node>| -> Result<(), TransportError> {
         let t = Instant::now();
         while flag.load(Acquire) != 0xff {
+            s.progress()?;
             if t.elapsed() > WAIT {
                 return Err(TransportError::Config(
                     "write_lat: the peer's write never arrived".into(),
                 ));
             }
-            std::hint::spin_loop();
         }
         flag.store(0, Relaxed);
         Ok(())
@@ -172,9 +174,9 @@ fn write_lat(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, Node
             let t = Instant::now();
             if me == 1 {
                 drop(s.post_write(wr)?);
-                spin()?;
+                spin(s)?;
             } else {
-                spin()?;
+                spin(s)?;
                 drop(s.post_write(wr)?);
             }
             times.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);

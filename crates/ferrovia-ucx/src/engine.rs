@@ -233,44 +233,78 @@ pub(crate) struct Engine {
     shutdown: bool,
     /// Endpoints use peer error handling (not every UCX transport has it).
     detect_failures: bool,
+    /// After a panic: the worker is not destroyed.
+    leak: bool,
     // Keeps the context alive while the worker exists.
     _ctx: Arc<ContextHandle>,
 }
 
-/// Starts the progress thread; returns it and the worker's address.
+/// The engine, shared by the progress thread and user threads that drive
+/// progress inline while they poll.
+pub(crate) type EngineCell = Arc<Mutex<Engine>>;
+
+/// Creates the worker and starts the progress thread; returns the
+/// thread, the engine and the worker's address.
 pub(crate) fn spawn(
     ctx: &UcxContext,
     dir: Arc<KeyDirectory>,
     shared: Arc<Shared>,
     detect_failures: bool,
-) -> Result<(JoinHandle<()>, Vec<u8>), UcxError> {
-    let (tx, rx) = mpsc::channel();
-    let ctx = ctx.handle.clone();
+) -> Result<(JoinHandle<()>, EngineCell, Vec<u8>), UcxError> {
+    let (engine, address) = Engine::new(ctx.handle.clone(), dir, shared.clone(), detect_failures)?;
+    let engine = Arc::new(Mutex::new(engine));
+    let cell = engine.clone();
     let handle = thread::Builder::new()
         .name("ferrovia-ucx".into())
-        .spawn(
-            move || match Engine::new(ctx, dir, shared.clone(), detect_failures) {
-                Ok((engine, address)) => {
-                    let _ = tx.send(Ok(address));
-                    engine.run();
-                }
-                Err(e) => {
-                    shared.alive.store(false, SeqCst);
-                    let _ = tx.send(Err(e));
-                }
-            },
-        )
+        .spawn(move || progress_thread(cell, shared))
         .map_err(|e| UcxError::ProgressThread(format!("cannot spawn: {e}")))?;
-    match rx.recv() {
-        Ok(Ok(address)) => Ok((handle, address)),
-        Ok(Err(e)) => {
-            let _ = handle.join();
-            Err(e)
+    Ok((handle, engine, address))
+}
+
+/// The progress thread: turns the engine while there is activity, spins
+/// a little after it, then sleeps on the worker's event fd (without the
+/// lock, so a polling user thread can progress meanwhile).
+fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut last_activity = Instant::now();
+        loop {
+            let busy = {
+                let mut e = engine.lock();
+                let busy = e.turn();
+                if e.shutdown {
+                    e.close_all();
+                    return;
+                }
+                busy
+            };
+            if busy {
+                last_activity = Instant::now();
+            } else if last_activity.elapsed() < SPIN {
+                thread::yield_now();
+            } else {
+                let efd = engine.lock().arm();
+                if let Some(fd) = efd {
+                    let mut p = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut p, 1, 100) };
+                }
+                shared.sleeping.store(false, SeqCst);
+                last_activity = Instant::now();
+            }
         }
-        Err(_) => Err(UcxError::ProgressThread(
-            "exited before creating the worker".into(),
-        )),
+    }));
+    if outcome.is_err() {
+        log::error!("the UCX progress thread panicked; the transport is dead");
+        // Requests in flight may still reference the worker: leak it
+        // rather than destroy it under them.
+        engine.lock().leak = true;
     }
+    shared.alive.store(false, SeqCst);
+    shared.notify();
 }
 
 impl Engine {
@@ -282,7 +316,9 @@ impl Engine {
     ) -> Result<(Engine, Vec<u8>), UcxError> {
         let params = ffi::ucp_worker_params_t {
             field_mask: u64::from(ffi::UCP_WORKER_PARAM_FIELD_THREAD_MODE),
-            thread_mode: ffi::UCS_THREAD_MODE_SINGLE,
+            // The progress thread and polling user threads take turns under
+            // the engine's lock.
+            thread_mode: ffi::UCS_THREAD_MODE_SERIALIZED,
             ..Default::default()
         };
         let mut worker = null_mut();
@@ -308,6 +344,7 @@ impl Engine {
             scratch: Vec::new(),
             shutdown: false,
             detect_failures,
+            leak: false,
             _ctx: ctx,
         };
         // From here on `engine`'s Drop destroys the worker on error.
@@ -350,64 +387,45 @@ impl Engine {
         Ok(bytes)
     }
 
-    fn run(mut self) {
-        let shared = self.shared.clone();
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.main_loop();
-            self.close_all();
-        }));
-        if outcome.is_err() {
-            log::error!("the UCX progress thread panicked; the transport is dead");
-            shared.alive.store(false, SeqCst);
-            shared.notify();
-            // The worker may still be referenced by requests in flight:
-            // leak it rather than destroy it under them.
-            std::mem::forget(self);
-            return;
+    /// One round: commands, `ucp_worker_progress`, events. Whether
+    /// anything happened.
+    pub(crate) fn turn(&mut self) -> bool {
+        if self.shutdown {
+            return false;
         }
-        shared.alive.store(false, SeqCst);
-        shared.notify();
+        let mut busy = self.drain_commands();
+        if self.shutdown {
+            return busy;
+        }
+        // SAFETY: the worker is used under the engine's lock only.
+        busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
+        busy |= self.handle_events();
+        busy
     }
 
-    fn main_loop(&mut self) {
-        let mut last_activity = Instant::now();
-        loop {
-            let mut busy = self.drain_commands();
-            if self.shutdown {
-                return;
-            }
-            // SAFETY: the worker is owned by this thread.
-            busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
-            busy |= self.handle_events();
-            if busy {
-                last_activity = Instant::now();
-            } else if last_activity.elapsed() < SPIN {
-                thread::yield_now();
-            } else {
-                self.sleep();
-                last_activity = Instant::now();
-            }
-        }
-    }
-
-    /// Sleeps on the worker's event fd until UCX or a user thread has
-    /// something (or 100 ms pass).
-    fn sleep(&mut self) {
+    /// Prepares to sleep: marks the thread sleeping and arms the worker's
+    /// event fd; the fd to wait on, or `None` when there is work already.
+    fn arm(&mut self) -> Option<i32> {
         self.shared.sleeping.store(true, SeqCst);
         if self.shared.cmds.is_empty() {
-            // SAFETY: the worker is owned by this thread.
+            // SAFETY: the worker is used under the engine's lock only.
             let armed = unsafe { ffi::ucp_worker_arm(self.worker) } == ffi::UCS_OK;
             if armed && self.shared.cmds.is_empty() {
-                let mut fd = libc::pollfd {
-                    fd: self.efd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut fd, 1, 100) };
+                return Some(self.efd);
             }
         }
         self.shared.sleeping.store(false, SeqCst);
+        None
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shutdown
+    }
+
+    /// Marks the engine unusable after a panic: its worker is leaked.
+    pub(crate) fn poison(&mut self) {
+        self.leak = true;
+        self.shutdown = true;
     }
 
     fn mark(&mut self, peer: usize) {
@@ -1016,9 +1034,17 @@ impl Engine {
     }
 }
 
+// SAFETY: the UCX handles inside are used by one thread at a time, under
+// the engine's mutex (the worker is created SERIALIZED); the raw buffers
+// they name belong to operations whose owners wait for their completion.
+unsafe impl Send for Engine {}
+
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shared.worker.store(null_mut(), SeqCst);
+        if self.leak {
+            return;
+        }
         // SAFETY: created in `new`, destroyed once; endpoints were closed.
         unsafe { ffi::ucp_worker_destroy(self.worker) };
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportError, TransportResult};
 
 use crate::context::UcxContext;
-use crate::engine::{self, Cmd, Shared};
+use crate::engine::{self, Cmd, EngineCell, Shared};
 use crate::error::UcxError;
 use crate::keys::{KeyDirectory, UcxRegistrar};
 
@@ -35,6 +35,7 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 /// ```
 pub struct UcxTransport {
     shared: Arc<Shared>,
+    engine: EngineCell,
     thread: Option<JoinHandle<()>>,
     address: Vec<u8>,
     context: UcxContext,
@@ -110,9 +111,11 @@ impl UcxTransportBuilder {
         let detect = self
             .detect_failures
             .unwrap_or_else(|| !shared_memory_only(std::env::var("UCX_TLS").ok().as_deref()));
-        let (thread, address) = engine::spawn(context, dir.clone(), shared.clone(), detect)?;
+        let (thread, engine, address) =
+            engine::spawn(context, dir.clone(), shared.clone(), detect)?;
         Ok(UcxTransport {
             shared,
+            engine,
             thread: Some(thread),
             address,
             context: context.clone(),
@@ -195,6 +198,23 @@ impl UcxTransport {
         }
     }
 
+    /// Drives progress on this thread when the progress thread is not
+    /// (busy polling then costs no thread hand-off).
+    fn progress_inline(&self) {
+        let Some(mut e) = self.engine.try_lock() else {
+            return;
+        };
+        if e.is_shut_down() {
+            return;
+        }
+        let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
+        if turned.is_err() {
+            log::error!("UCX progress panicked on a user thread; the transport is dead");
+            e.poison();
+            self.shared.alive.store(false, SeqCst);
+        }
+    }
+
     fn take(&self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
@@ -247,9 +267,11 @@ impl Transport for UcxTransport {
     }
 
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let n = self.take(out);
+        let mut n = self.take(out);
         if n == 0 {
             self.check_alive()?;
+            self.progress_inline();
+            n = self.take(out);
         }
         Ok(n)
     }
@@ -265,7 +287,7 @@ impl Transport for UcxTransport {
             if start.elapsed() >= WAIT_SPIN.min(timeout) {
                 break;
             }
-            std::hint::spin_loop();
+            self.progress_inline();
         }
         let deadline = start + timeout;
         self.shared.waiters.fetch_add(1, SeqCst);
