@@ -120,7 +120,8 @@ fn write_bw(node: &mut Node, size: usize, args: &Args) -> Result<Option<(f64, f6
         let mut last = Instant::now();
         for _ in 0..lists {
             if pending.len() >= in_flight {
-                let h: ferrovia::ScopedPendingWork<'_> = pending.pop_front().expect("non-empty");
+                let h: ferrovia::ScopedPendingWork<'_, '_> =
+                    pending.pop_front().expect("non-empty");
                 h.spin_poll()?;
                 let dt = last.elapsed().as_secs_f64();
                 last = Instant::now();

@@ -270,7 +270,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_send(
         &mut self,
         wr: SendWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.send_to(0, wr)
     }
 
@@ -278,7 +278,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_receive(
         &mut self,
         wr: ReceiveWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.receive_from(0, wr)
     }
 
@@ -286,7 +286,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_write(
         &mut self,
         wr: WriteWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.write_to(0, wr)
     }
 
@@ -294,7 +294,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_read(
         &mut self,
         wr: ReadWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.read_from(0, wr)
     }
 
@@ -303,7 +303,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_write_list(
         &mut self,
         wrs: &[WriteWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
         let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
         self.list_to(0, &specs)
     }
@@ -312,7 +312,7 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     pub fn post_send_list(
         &mut self,
         wrs: &[SendWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
         let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::send).collect();
         self.list_to(0, &specs)
     }

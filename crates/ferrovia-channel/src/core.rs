@@ -503,7 +503,7 @@ fn scatter_parts(s: &Scatters<'_>) -> ([Sge; MAX_ELEMENTS], [RawBuf; MAX_ELEMENT
         sges[i] = e.sge;
         bufs[i] = RawBuf {
             ptr: e.ptr,
-            len: e.len(),
+            sge: e.sge,
         };
     }
     (sges, bufs)

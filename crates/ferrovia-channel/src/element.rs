@@ -114,6 +114,35 @@ impl<'env> Scatter<'env> {
         self.sge.length() as usize
     }
 
+    /// The bytes, to read (for instance what a receive handed back) before
+    /// posting the element again.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: a Scatter owns an exclusive borrow of these bytes; while
+        // it is not posted nothing else touches them.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len()) }
+    }
+
+    /// The bytes, borrowed for the rest of `'env` (after the request that
+    /// held them completed).
+    pub fn into_bytes(self) -> &'env mut [u8] {
+        // SAFETY: a Scatter is an exclusive `&'env mut [u8]` of
+        // `sge.length()` bytes at `ptr`, taken apart; this puts it back.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len()) }
+    }
+
+    /// Rebuilds a scatter element from its parts.
+    ///
+    /// # Safety
+    /// `ptr` and `sge` must come from a `Scatter<'env>` that was moved into
+    /// a request which has completed, and be used to rebuild it once.
+    pub(crate) unsafe fn from_raw(ptr: *mut u8, sge: Sge) -> Scatter<'env> {
+        Scatter {
+            sge,
+            ptr,
+            _bytes: PhantomData,
+        }
+    }
+
     /// Whether it is empty (never: empty ranges are refused).
     pub fn is_empty(&self) -> bool {
         self.sge.length() == 0

@@ -149,7 +149,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_send(
         &mut self,
         wr: PeerSendWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.send_to(wr.peer, wr.wr)
     }
 
@@ -157,7 +157,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_receive(
         &mut self,
         wr: PeerReceiveWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.receive_from(wr.peer, wr.wr)
     }
 
@@ -165,7 +165,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_write(
         &mut self,
         wr: PeerWriteWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.write_to(wr.peer, wr.wr)
     }
 
@@ -173,7 +173,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_read(
         &mut self,
         wr: PeerReadWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.read_from(wr.peer, wr.wr)
     }
 
@@ -181,7 +181,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_scatter_send<'wr, I>(
         &mut self,
         wrs: I,
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>>
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>>
     where
         I: IntoIterator<Item = PeerSendWorkRequest<'wr, 'env>>,
         'env: 'wr,
@@ -193,7 +193,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_scatter_write<'wr, I>(
         &mut self,
         wrs: I,
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>>
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>>
     where
         I: IntoIterator<Item = PeerWriteWorkRequest<'wr, 'env>>,
         'env: 'wr,
@@ -205,7 +205,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     pub fn post_gather_receive<I>(
         &mut self,
         wrs: I,
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>>
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>>
     where
         I: IntoIterator<Item = PeerReceiveWorkRequest<'env>>,
     {
@@ -213,7 +213,10 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     }
 
     /// Posts RDMA reads from several peers.
-    pub fn post_gather_read<I>(&mut self, wrs: I) -> TransportResult<Vec<ScopedPendingWork<'scope>>>
+    pub fn post_gather_read<I>(
+        &mut self,
+        wrs: I,
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>>
     where
         I: IntoIterator<Item = PeerReadWorkRequest<'env>>,
     {
@@ -225,7 +228,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peers: I,
         wr: SendWorkRequest<'wr, 'env>,
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>>
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>>
     where
         I: IntoIterator<Item = usize>,
         'env: 'wr,
@@ -239,7 +242,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wrs: &[crate::WriteWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
         let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
         self.list_to(peer, &specs)
     }

@@ -12,7 +12,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wr: SendWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         let t = self.core().post_send(peer, SendSpec::send(&wr), &[], &[])?;
         Ok(self.handle(t))
     }
@@ -21,7 +21,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wr: WriteWorkRequest<'_, 'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         let t = self
             .core()
             .post_send(peer, SendSpec::write(&wr), &[], &[])?;
@@ -32,7 +32,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wr: ReceiveWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         let t = self.core().post_recv(peer, &wr.scatter)?;
         Ok(self.handle(t))
     }
@@ -41,7 +41,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wr: ReadWorkRequest<'env>,
-    ) -> TransportResult<ScopedPendingWork<'scope>> {
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         let (sges, bufs) = read_parts(&wr.scatter);
         let n = wr.scatter.len;
         let spec = SendSpec {
@@ -60,7 +60,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         specs: &[SendSpec<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope>>> {
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
         let mut tickets = Vec::with_capacity(specs.len());
         self.core().post_send_list(peer, specs, &mut tickets)?;
         Ok(tickets.into_iter().map(|t| self.handle(t)).collect())

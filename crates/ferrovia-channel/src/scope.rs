@@ -8,6 +8,7 @@ use std::time::Duration;
 use ferrovia_verbs::WcStatus;
 
 use crate::core::{ChannelCore, Ticket};
+use crate::element::Scatter;
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::op::Completion;
 use crate::request::MAX_ELEMENTS;
@@ -42,23 +43,26 @@ pub struct PollingScope<'scope, 'env: 'scope, C: ?Sized> {
 /// Dropping it is fine: the scope still drains the request (and reports it
 /// if it failed).
 #[must_use = "a pending request is drained at scope end anyway; poll or wait to see its result"]
-pub struct ScopedPendingWork<'scope> {
+pub struct ScopedPendingWork<'scope, 'env> {
     core: &'scope ChannelCore,
     ticket: Ticket,
     timeout: Duration,
     done: bool,
     _scope: PhantomData<&'scope mut &'scope ()>,
+    /// What a completed receive or read hands back is borrowed for `'env`.
+    _env: PhantomData<&'env mut [u8]>,
 }
 
 /// A completed request: its completion, and for receives and reads the
-/// buffers it borrowed, handed back.
+/// buffers it borrowed, handed back for their whole borrow: to read, or to
+/// post again in the same scope ([`WorkDone::into_scatters`]).
 #[derive(Debug)]
-pub struct WorkDone<'scope> {
+pub struct WorkDone<'env> {
     completion: Completion,
-    bufs: [Option<&'scope mut [u8]>; MAX_ELEMENTS],
+    bufs: [Option<Scatter<'env>>; MAX_ELEMENTS],
 }
 
-impl<'scope> WorkDone<'scope> {
+impl<'env> WorkDone<'env> {
     /// The request's wr_id.
     pub fn wr_id(&self) -> u64 {
         self.completion.wr_id
@@ -75,12 +79,12 @@ impl<'scope> WorkDone<'scope> {
     }
 
     /// The first buffer of a receive or read, handed back for reading.
-    pub fn into_buffer(self) -> Option<&'scope mut [u8]> {
+    pub fn into_buffer(self) -> Option<&'env mut [u8]> {
         self.into_buffers().next()
     }
 
     /// The received bytes: the first buffer cut to what arrived.
-    pub fn into_received(self) -> Option<&'scope mut [u8]> {
+    pub fn into_received(self) -> Option<&'env mut [u8]> {
         let n = self.byte_len();
         self.into_buffer().map(|b| {
             let n = n.min(b.len());
@@ -89,12 +93,24 @@ impl<'scope> WorkDone<'scope> {
     }
 
     /// All buffers of a receive or read, in order.
-    pub fn into_buffers(self) -> impl Iterator<Item = &'scope mut [u8]> {
+    pub fn into_buffers(self) -> impl Iterator<Item = &'env mut [u8]> {
+        self.bufs.into_iter().flatten().map(Scatter::into_bytes)
+    }
+
+    /// The buffers as scatter elements again, to post the next receive or
+    /// read into them without leaving the scope (a receive ring).
+    pub fn into_scatters(self) -> impl Iterator<Item = Scatter<'env>> {
         self.bufs.into_iter().flatten()
+    }
+
+    /// The first buffer as a scatter element (see
+    /// [`WorkDone::into_scatters`]).
+    pub fn into_scatter(self) -> Option<Scatter<'env>> {
+        self.into_scatters().next()
     }
 }
 
-impl<'scope> ScopedPendingWork<'scope> {
+impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
     pub(crate) fn new(core: &'scope ChannelCore, ticket: Ticket) -> Self {
         ScopedPendingWork {
             core,
@@ -102,6 +118,7 @@ impl<'scope> ScopedPendingWork<'scope> {
             timeout: core.cfg.op_timeout,
             done: false,
             _scope: PhantomData,
+            _env: PhantomData,
         }
     }
 
@@ -112,7 +129,7 @@ impl<'scope> ScopedPendingWork<'scope> {
 
     /// Polls the completion queue once; `Ok(Some)` when this request is
     /// complete, `Ok(None)` while it is outstanding.
-    pub fn poll(&mut self) -> TransportResult<Option<WorkDone<'scope>>> {
+    pub fn poll(&mut self) -> TransportResult<Option<WorkDone<'env>>> {
         if self.done {
             return Err(TransportError::Config("this work was already taken".into()));
         }
@@ -124,14 +141,14 @@ impl<'scope> ScopedPendingWork<'scope> {
 
     /// Busy-polls until the request completes (lowest latency), up to the
     /// channel's operation timeout.
-    pub fn spin_poll(mut self) -> TransportResult<WorkDone<'scope>> {
+    pub fn spin_poll(mut self) -> TransportResult<WorkDone<'env>> {
         let done = self.core.wait_for(self.ticket, self.timeout, true)?;
         self.finish(done)
     }
 
     /// Sleeps on the completion channel until the request completes or
     /// `timeout` passes.
-    pub fn wait(mut self, timeout: Duration) -> TransportResult<WorkDone<'scope>> {
+    pub fn wait(mut self, timeout: Duration) -> TransportResult<WorkDone<'env>> {
         let done = self.core.wait_for(self.ticket, timeout, false)?;
         self.finish(done)
     }
@@ -139,18 +156,18 @@ impl<'scope> ScopedPendingWork<'scope> {
     fn finish(
         &mut self,
         (c, raw, n): (Completion, [RawBuf; MAX_ELEMENTS], usize),
-    ) -> TransportResult<WorkDone<'scope>> {
+    ) -> TransportResult<WorkDone<'env>> {
         self.done = true;
         if c.status != WcStatus::SUCCESS {
             return Err(error_of(&c).into());
         }
-        let mut bufs: [Option<&'scope mut [u8]>; MAX_ELEMENTS] = Default::default();
+        let mut bufs: [Option<Scatter<'env>>; MAX_ELEMENTS] = Default::default();
         for (out, b) in bufs.iter_mut().zip(&raw[..n]) {
-            // SAFETY: `b` was an `&'env mut [u8]` moved into the request
-            // ('env: 'scope); the request has completed, so the device no
-            // longer writes it, and its slot was released, so it is handed
-            // out exactly once.
-            *out = Some(unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) });
+            // SAFETY: `b` was a `Scatter<'env>` (an `&'env mut [u8]` and its
+            // key) moved into the request; the request has completed, so the
+            // device no longer writes it, and its slot was released, so it
+            // is handed back exactly once.
+            *out = Some(unsafe { Scatter::from_raw(b.ptr, b.sge) });
         }
         Ok(WorkDone {
             completion: c,
@@ -159,7 +176,7 @@ impl<'scope> ScopedPendingWork<'scope> {
     }
 }
 
-impl Drop for ScopedPendingWork<'_> {
+impl Drop for ScopedPendingWork<'_, '_> {
     fn drop(&mut self) {
         if !self.done {
             self.core.detach(self.ticket);
@@ -184,7 +201,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         self.target.core()
     }
 
-    pub(crate) fn handle(&self, t: Ticket) -> ScopedPendingWork<'scope> {
+    pub(crate) fn handle(&self, t: Ticket) -> ScopedPendingWork<'scope, 'env> {
         ScopedPendingWork::new(self.core(), t)
     }
 

@@ -13,14 +13,15 @@ use crate::request::MAX_ELEMENTS;
 #[derive(Clone, Copy)]
 pub(crate) struct RawBuf {
     pub(crate) ptr: *mut u8,
-    pub(crate) len: usize,
+    /// Its element (address, length, key), to hand it back as a scatter.
+    pub(crate) sge: ferrovia_verbs::Sge,
 }
 
 impl Default for RawBuf {
     fn default() -> Self {
         RawBuf {
             ptr: std::ptr::null_mut(),
-            len: 0,
+            sge: ferrovia_verbs::Sge::default(),
         }
     }
 }

@@ -69,7 +69,7 @@ struct Run<'s, 'scope, 'env> {
     s: &'s mut PollingScope<'scope, 'env, Node>,
     peers: &'s [usize],
     /// This barrier's signal writes and their targets.
-    writes: Vec<(usize, ScopedPendingWork<'scope>)>,
+    writes: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
     deadline: Instant,
     timeout: Duration,
 }

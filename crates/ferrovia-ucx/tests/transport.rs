@@ -268,3 +268,56 @@ fn malformed_control_messages_are_counted_and_dropped() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_receive_ring_reposts_its_buffers_in_one_scope() {
+    const SLOTS: usize = 4;
+    const MESSAGES: u64 = 64;
+    let mut w = world(2);
+    let (a, b) = w.split_at_mut(1);
+    let (a, b) = (&mut a[0].0, &mut b[0].0);
+    let numbers: Vec<RegisteredBuffer> = (0..MESSAGES)
+        .map(|i| buf(a, &i.to_le_bytes(), RegisterOptions::local()))
+        .collect();
+    let mut ring = buf(b, &[0; 8 * SLOTS], RegisterOptions::local());
+    let mut seen = Vec::new();
+    b.scope(|rx| {
+        let (bytes, reg) = ring.split_mut();
+        let mut pending = std::collections::VecDeque::new();
+        for slot in bytes.chunks_mut(8) {
+            pending.push_back(rx.post_receive(PeerReceiveWorkRequest::new(
+                0,
+                ReceiveWorkRequest::new(Scatter::new(reg, slot)?),
+            ))?);
+        }
+        // Small sends complete eagerly, before the ring takes them in.
+        a.scope(|tx| {
+            for n in &numbers {
+                let g = [Gather::of(n)?];
+                tx.post_send(PeerSendWorkRequest::new(1, SendWorkRequest::new(&g)?))?
+                    .wait(WAIT)?;
+            }
+            Ok::<_, TransportError>(())
+        })
+        .map_err(|e| TransportError::Config(e.to_string()))?;
+        while (seen.len() as u64) < MESSAGES {
+            let done = pending
+                .pop_front()
+                .expect("a receive is posted")
+                .wait(WAIT)?;
+            let slot = done.into_scatter().expect("the buffer comes back");
+            seen.push(u64::from_le_bytes(slot.bytes().try_into().unwrap()));
+            // The same slot, posted again without leaving the scope, while
+            // messages are left for it.
+            if seen.len() as u64 + (pending.len() as u64) < MESSAGES {
+                pending.push_back(rx.post_receive(PeerReceiveWorkRequest::new(
+                    0,
+                    ReceiveWorkRequest::new(slot),
+                ))?);
+            }
+        }
+        Ok::<_, TransportError>(())
+    })
+    .unwrap();
+    assert_eq!(seen, (0..MESSAGES).collect::<Vec<_>>());
+}
