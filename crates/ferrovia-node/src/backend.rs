@@ -106,8 +106,10 @@ pub(crate) fn choose(
 }
 
 /// A transport opened but not yet connected.
+// One lives briefly per node build; the sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Opened {
-    Verbs(Box<MultiChannel>),
+    Verbs(MultiChannel),
     #[cfg(feature = "ucx")]
     Ucx {
         transport: ferrovia_ucx::UcxTransport,
@@ -123,7 +125,7 @@ impl Opened {
         n: usize,
     ) -> Result<Opened, NodeError> {
         match backend {
-            Backend::Verbs => Ok(Opened::Verbs(Box::new(channel.build_multi(n)?))),
+            Backend::Verbs => Ok(Opened::Verbs(channel.build_multi(n)?)),
             #[cfg(feature = "ucx")]
             Backend::Ucx => {
                 let ctx = ferrovia_ucx::UcxContext::new()?;
@@ -202,7 +204,7 @@ impl Opened {
                         m.connect(j, &ep)?;
                     }
                 }
-                Ok(*m)
+                Ok(m)
             }
             #[cfg(feature = "ucx")]
             Opened::Ucx {
