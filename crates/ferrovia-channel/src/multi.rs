@@ -247,6 +247,17 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         self.list_to(peer, &specs)
     }
 
+    /// Posts sends to one peer as one list (see
+    /// [`PollingScope::post_write_list`]).
+    pub fn post_send_list(
+        &mut self,
+        peer: usize,
+        wrs: &[SendWorkRequest<'_, 'env>],
+    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
+        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::send).collect();
+        self.list_to(peer, &specs)
+    }
+
     /// Number of peers.
     pub fn num_channels(&self) -> usize {
         self.core().peers()

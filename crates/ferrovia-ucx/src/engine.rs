@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) cv: Condvar,
     pub(crate) malformed: AtomicU64,
     pub(crate) alive: AtomicBool,
+    /// Turns user threads took since the progress thread last looked.
+    pub(crate) user_turns: AtomicU64,
     worker: AtomicPtr<ffi::ucp_worker>,
 }
 
@@ -85,6 +87,7 @@ impl Shared {
             cv: Condvar::new(),
             malformed: AtomicU64::new(0),
             alive: AtomicBool::new(true),
+            user_turns: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
         }
     }
@@ -277,9 +280,12 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                 }
                 busy
             };
-            if busy {
+            // A user thread busy-polling drives progress itself: spinning
+            // here too would only take the CPU from it.
+            let user_polling = shared.user_turns.swap(0, SeqCst) > 0;
+            if busy && !user_polling {
                 last_activity = Instant::now();
-            } else if last_activity.elapsed() < SPIN {
+            } else if last_activity.elapsed() < SPIN && !user_polling {
                 thread::yield_now();
             } else {
                 let efd = engine.lock().arm();

@@ -199,19 +199,29 @@ impl UcxTransport {
     }
 
     /// Drives progress on this thread when the progress thread is not
-    /// (busy polling then costs no thread hand-off).
-    fn progress_inline(&self) {
+    /// (busy polling then costs no thread hand-off); whether it did.
+    fn progress_inline(&self) -> bool {
         let Some(mut e) = self.engine.try_lock() else {
-            return;
+            return false;
         };
         if e.is_shut_down() {
-            return;
+            return false;
         }
+        self.shared.user_turns.fetch_add(1, SeqCst);
         let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
         if turned.is_err() {
             log::error!("UCX progress panicked on a user thread; the transport is dead");
             e.poison();
             self.shared.alive.store(false, SeqCst);
+        }
+        true
+    }
+
+    /// After queueing commands: issue them on this thread if the engine is
+    /// free, else make sure the progress thread sees them.
+    fn kick(&self) {
+        if !self.progress_inline() {
+            self.shared.wake(false);
         }
     }
 
@@ -253,7 +263,7 @@ impl Transport for UcxTransport {
         for op in ops {
             self.shared.cmds.push(Cmd::Send { peer, op: *op });
         }
-        self.shared.wake(false);
+        self.kick();
         Ok(())
     }
 
@@ -262,7 +272,7 @@ impl Transport for UcxTransport {
         for op in ops {
             self.shared.cmds.push(Cmd::Recv { peer, op: *op });
         }
-        self.shared.wake(false);
+        self.kick();
         Ok(())
     }
 
@@ -270,7 +280,7 @@ impl Transport for UcxTransport {
         let mut n = self.take(out);
         if n == 0 {
             self.check_alive()?;
-            self.progress_inline();
+            let _ = self.progress_inline();
             n = self.take(out);
         }
         Ok(n)
@@ -287,7 +297,7 @@ impl Transport for UcxTransport {
             if start.elapsed() >= WAIT_SPIN.min(timeout) {
                 break;
             }
-            self.progress_inline();
+            let _ = self.progress_inline();
         }
         let deadline = start + timeout;
         self.shared.waiters.fetch_add(1, SeqCst);

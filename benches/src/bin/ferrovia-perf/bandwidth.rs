@@ -1,0 +1,238 @@
+//! Bandwidth tests: the client keeps the send queue full (tx depth, post
+//! lists of 16 with one doorbell and selective signalling for writes and
+//! sends, a ring of reads reposted as each completes); the server only
+//! takes part (receives for `send_bw`) and meets the client at a barrier.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use ferrovia::prelude::*;
+use ferrovia::{
+    Gather, Node, NodeError, PeerReadWorkRequest, PeerReceiveWorkRequest, ReadWorkRequest,
+    ReceiveWorkRequest, RegisterOptions, Scatter, ScopedPendingWork, SendWorkRequest,
+    TransportError, WriteWorkRequest,
+};
+
+use crate::args::Args;
+use crate::{LIST, WAIT};
+
+/// At most this much memory for rings of receive or read buffers.
+const RING_BYTES: usize = 64 << 20;
+
+/// What the client measured for one size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measured {
+    pub(crate) bytes: f64,
+    pub(crate) secs: f64,
+    /// Best rate over a window of `LIST` operations, MB/s.
+    pub(crate) peak: f64,
+}
+
+/// Slots of a ring of `size`-byte buffers for `args`.
+fn ring_slots(size: usize, args: &Args) -> usize {
+    args.tx_depth
+        .min(args.iters)
+        .min((RING_BYTES / size).max(1))
+}
+
+/// Rates over windows of `LIST` completions.
+struct Peak {
+    last: Instant,
+    count: usize,
+    best: f64,
+    size: usize,
+    window: usize,
+}
+
+impl Peak {
+    /// Windows of a full send queue (`tx_depth` operations): shorter ones
+    /// measure bursts of completions, not the link.
+    fn new(size: usize, args: &Args) -> Peak {
+        Peak {
+            last: Instant::now(),
+            count: 0,
+            best: 0.0,
+            size,
+            window: args.tx_depth.max(LIST),
+        }
+    }
+
+    fn completed(&mut self, n: usize) {
+        self.count += n;
+        if self.count >= self.window {
+            let dt = self.last.elapsed().as_secs_f64();
+            self.best = self
+                .best
+                .max((self.count * self.size) as f64 / dt / crate::report::MB);
+            self.count = 0;
+            self.last = Instant::now();
+        }
+    }
+}
+
+/// Runs bandwidth test `args.test` at `size`; the client's measurement.
+pub(crate) fn run(
+    node: &mut Node,
+    size: usize,
+    args: &Args,
+) -> Result<Option<Measured>, NodeError> {
+    let me = node.rank();
+    let opts = RegisterOptions::local()
+        .allow_remote_write()
+        .allow_remote_read();
+    let target = node.registry().alloc(size, opts)?;
+    let remotes = node.all_gather_remote(target.registration().remote()?, WAIT)?;
+    let both = [0, 1];
+    let start = Instant::now();
+    let result = match (args.test.as_str(), me) {
+        ("send_bw", 0) => {
+            receive_ring(node, size, args)?;
+            None
+        }
+        (_, 0) => {
+            node.barrier(&both, WAIT * 10)?;
+            return Ok(None);
+        }
+        ("write_bw", _) => Some(write(node, size, args, remotes[0])?),
+        ("read_bw", _) => Some(read(node, size, args, remotes[0])?),
+        _ => Some(send(node, size, args)?),
+    };
+    let secs = start.elapsed().as_secs_f64();
+    node.barrier(&both, WAIT)?;
+    Ok(result.map(|(ops, peak)| Measured {
+        bytes: (ops * size) as f64,
+        secs,
+        peak,
+    }))
+}
+
+/// Lists of `LIST` posts (one doorbell, last signalled), `tx_depth` in
+/// flight; `post` posts one list and returns its last handle.
+fn pipeline<'scope, 'env>(
+    size: usize,
+    args: &Args,
+    mut post: impl FnMut() -> Result<ScopedPendingWork<'scope, 'env>, TransportError>,
+) -> Result<(usize, f64), TransportError> {
+    let lists = args.iters.div_ceil(LIST);
+    let in_flight = (args.tx_depth / LIST).max(1);
+    let mut peak = Peak::new(size, args);
+    let mut pending = VecDeque::new();
+    for _ in 0..lists {
+        if pending.len() >= in_flight
+            && let Some(h) = pending.pop_front()
+        {
+            let h: ScopedPendingWork<'_, '_> = h;
+            h.spin_poll()?;
+            peak.completed(LIST);
+        }
+        pending.push_back(post()?);
+    }
+    for h in pending {
+        h.spin_poll()?;
+    }
+    Ok((lists * LIST, peak.best))
+}
+
+fn write(
+    node: &mut Node,
+    size: usize,
+    args: &Args,
+    remote: ferrovia::RemoteMemoryRegion,
+) -> Result<(usize, f64), NodeError> {
+    let src = node.registry().alloc(size, RegisterOptions::local())?;
+    Ok(node.scope(|s| {
+        let g = [Gather::of(&src)?];
+        let wrs = [WriteWorkRequest::new(&g, remote)?; LIST];
+        pipeline(size, args, || {
+            let mut hs = s.post_write_list(0, &wrs)?;
+            hs.pop()
+                .ok_or(TransportError::Config("an empty list".into()))
+        })
+    })?)
+}
+
+fn send(node: &mut Node, size: usize, args: &Args) -> Result<(usize, f64), NodeError> {
+    let src = node.registry().alloc(size, RegisterOptions::local())?;
+    Ok(node.scope(|s| {
+        // The server's receives are posted once it reaches this barrier.
+        s.barrier(&[0, 1], WAIT)?;
+        let g = [Gather::of(&src)?];
+        let wrs = [SendWorkRequest::new(&g)?; LIST];
+        pipeline(size, args, || {
+            let mut hs = s.post_send_list(0, &wrs)?;
+            hs.pop()
+                .ok_or(TransportError::Config("an empty list".into()))
+        })
+        .map_err(NodeError::from)
+    })?)
+}
+
+/// The `send_bw` server: a ring of receives, reposted as each completes.
+fn receive_ring(node: &mut Node, size: usize, args: &Args) -> Result<(), NodeError> {
+    let slots = ring_slots(size, args);
+    let total = args.iters.div_ceil(LIST) * LIST;
+    let mut ring = node
+        .registry()
+        .alloc(slots * size, RegisterOptions::local())?;
+    node.scope(|s| {
+        let (bytes, reg) = ring.split_mut();
+        let mut pending = VecDeque::new();
+        for chunk in bytes.chunks_mut(size).take(total) {
+            pending.push_back(s.post_receive(PeerReceiveWorkRequest::new(
+                1,
+                ReceiveWorkRequest::new(Scatter::new(reg, chunk)?),
+            ))?);
+        }
+        s.barrier(&[0, 1], WAIT)?;
+        let mut received = 0;
+        while let Some(h) = pending.pop_front() {
+            let done = h.wait(WAIT)?;
+            received += 1;
+            if received + pending.len() < total
+                && let Some(again) = done.into_scatter()
+            {
+                pending.push_back(s.post_receive(PeerReceiveWorkRequest::new(
+                    1,
+                    ReceiveWorkRequest::new(again),
+                ))?);
+            }
+        }
+        Ok::<_, NodeError>(())
+    })?;
+    Ok(())
+}
+
+fn read(
+    node: &mut Node,
+    size: usize,
+    args: &Args,
+    remote: ferrovia::RemoteMemoryRegion,
+) -> Result<(usize, f64), NodeError> {
+    let slots = ring_slots(size, args);
+    let mut ring = node
+        .registry()
+        .alloc(slots * size, RegisterOptions::local())?;
+    Ok(node.scope(|s| {
+        let (bytes, reg) = ring.split_mut();
+        let mut pending = VecDeque::new();
+        let mut posted = 0;
+        for chunk in bytes.chunks_mut(size) {
+            let wr = ReadWorkRequest::new(Scatter::new(reg, chunk)?, remote)?;
+            pending.push_back(s.post_read(PeerReadWorkRequest::new(0, wr))?);
+            posted += 1;
+        }
+        let mut peak = Peak::new(size, args);
+        while let Some(h) = pending.pop_front() {
+            let done = h.spin_poll()?;
+            peak.completed(1);
+            if posted < args.iters
+                && let Some(again) = done.into_scatter()
+            {
+                let wr = ReadWorkRequest::new(again, remote)?;
+                pending.push_back(s.post_read(PeerReadWorkRequest::new(0, wr))?);
+                posted += 1;
+            }
+        }
+        Ok::<_, TransportError>((posted, peak.best))
+    })?)
+}

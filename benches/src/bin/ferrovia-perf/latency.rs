@@ -1,0 +1,170 @@
+//! Latency tests over the fastest path the API offers: busy polling
+//! (`spin_poll`, `progress`), receives reposted in place, send handles
+//! reaped off the timed path. Times are one way (half a round trip) for
+//! writes and sends, the whole operation for reads and barriers, as in
+//! perftest.
+
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::Instant;
+
+use ferrovia::prelude::*;
+use ferrovia::{
+    Gather, Node, NodeError, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
+    PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, RegisterOptions,
+    Scatter, SendWorkRequest, TransportError, WriteWorkRequest,
+};
+
+use crate::WAIT;
+use crate::args::Args;
+
+/// Runs latency test `args.test` at `size`; samples in µs.
+pub(crate) fn run(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let times = match args.test.as_str() {
+        "write_lat" => write(node, size, args)?,
+        "read_lat" => read(node, size, args)?,
+        "send_lat" => send(node, size, args)?,
+        _ => barrier(node, args)?,
+    };
+    node.barrier(&[0, 1], WAIT)?;
+    Ok(times)
+}
+
+fn us(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+/// RDMA-write ping-pong; each side spins on the last byte of its receive
+/// buffer (atomic loads), like ib_write_lat.
+fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let (me, peer) = (node.rank(), 1 - node.rank());
+    let opts = RegisterOptions::local().allow_remote_write();
+    let inbox = node.registry().alloc(size, opts)?;
+    let mut src = node.registry().alloc(size, RegisterOptions::local())?;
+    src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
+    let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
+    let flag: &AtomicU8 = &inbox.as_atomic_bytes()[size - 1];
+    // Polls the transport between looks at the flag: free on verbs, and
+    // on UCX it drives progress on this thread (the peer's write lands).
+    let spin = |s: &mut PollingScope<'_, '_, Node>| -> Result<(), TransportError> {
+        let t = Instant::now();
+        while flag.load(Acquire) != 0xff {
+            s.progress()?;
+            if t.elapsed() > WAIT {
+                return Err(TransportError::Config(
+                    "write_lat: the peer's write never arrived".into(),
+                ));
+            }
+        }
+        flag.store(0, Relaxed);
+        Ok(())
+    };
+    let mut times = Vec::with_capacity(args.iters);
+    node.scope(|s| {
+        let g = [Gather::of(&src)?];
+        let wr = PeerWriteWorkRequest::new(peer, WriteWorkRequest::new(&g, remotes[peer])?);
+        for i in 0..args.iters {
+            let t = Instant::now();
+            if me == 1 {
+                drop(s.post_write(wr)?);
+                spin(s)?;
+            } else {
+                spin(s)?;
+                drop(s.post_write(wr)?);
+            }
+            times.push(us(t) / 2.0);
+            // Reap send completions off the timed path, in batches.
+            if i % 32 == 31 {
+                s.progress()?;
+            }
+        }
+        Ok::<_, TransportError>(())
+    })?;
+    Ok(times)
+}
+
+/// Send ping-pong; each side keeps one receive posted, reposting its
+/// buffer as soon as a message is in.
+fn send(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let (me, peer) = (node.rank(), 1 - node.rank());
+    let src = node.registry().alloc(size, RegisterOptions::local())?;
+    let mut inbox = node.registry().alloc(size, RegisterOptions::local())?;
+    let mut times = Vec::with_capacity(args.iters);
+    node.scope(|s| {
+        let g = [Gather::of(&src)?];
+        let wr = PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?);
+        let mut rx = Some(s.post_receive(PeerReceiveWorkRequest::new(
+            peer,
+            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+        ))?);
+        s.barrier(&[0, 1], WAIT)?;
+        for i in 0..args.iters {
+            let t = Instant::now();
+            if me == 1 {
+                drop(s.post_send(wr)?);
+            }
+            let buf = rx
+                .take()
+                .ok_or(TransportError::Config("no receive posted".into()))?
+                .spin_poll()?
+                .into_scatter()
+                .ok_or(TransportError::Config("no buffer back".into()))?;
+            if i + 1 < args.iters {
+                rx = Some(s.post_receive(PeerReceiveWorkRequest::new(
+                    peer,
+                    ReceiveWorkRequest::new(buf),
+                ))?);
+            }
+            if me == 0 {
+                drop(s.post_send(wr)?);
+            }
+            times.push(us(t) / 2.0);
+        }
+        Ok::<_, NodeError>(())
+    })?;
+    Ok(times)
+}
+
+/// RDMA reads of the server's buffer by the client, one at a time.
+fn read(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let me = node.rank();
+    let opts = RegisterOptions::local().allow_remote_read();
+    let source = node.registry().alloc(size, opts)?;
+    let remotes = node.all_gather_remote(source.registration().remote()?, WAIT)?;
+    let mut times = Vec::with_capacity(args.iters);
+    if me == 0 {
+        // Keep `source` registered until the client is done.
+        node.barrier(&[0, 1], WAIT * 10)?;
+        return Ok(times);
+    }
+    let mut dst = node.registry().alloc(size, RegisterOptions::local())?;
+    node.scope(|s| {
+        let mut buf = Scatter::of(&mut dst)?;
+        for _ in 0..args.iters {
+            let t = Instant::now();
+            let wr = PeerReadWorkRequest::new(0, ReadWorkRequest::new(buf, remotes[0])?);
+            let done = s.post_read(wr)?.spin_poll()?;
+            times.push(us(t));
+            buf = done
+                .into_scatter()
+                .ok_or(TransportError::Config("no buffer back".into()))?;
+        }
+        Ok::<_, TransportError>(())
+    })?;
+    node.barrier(&[0, 1], WAIT)?;
+    Ok(times)
+}
+
+/// Two-rank barriers.
+fn barrier(node: &mut Node, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let mut times = Vec::with_capacity(args.iters);
+    node.scope(|s| {
+        for _ in 0..args.iters {
+            let t = Instant::now();
+            s.barrier(&[0, 1], WAIT)?;
+            times.push(us(t));
+        }
+        Ok::<_, NodeError>(())
+    })?;
+    Ok(times)
+}

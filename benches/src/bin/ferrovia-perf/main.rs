@@ -1,0 +1,138 @@
+//! `ferrovia-perf`: perftest-style benchmarks through ferrovia's public
+//! API, to compare with `ib_*_bw` / `ib_*_lat` on the same device, or with
+//! `ucx_perftest` over UCX (`FERROVIA_BACKEND=ucx`).
+//!
+//! ```text
+//! ferrovia-perf write_bw|read_bw|send_bw    [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-a] [-d DEV] [-p PORT] [SERVER]
+//! ferrovia-perf write_lat|read_lat|send_lat [-s SIZE] [-n ITERS] [-a] [-d DEV] [-p PORT] [SERVER]
+//! ferrovia-perf barrier                     [-n ITERS] [-p PORT] [SERVER]
+//! ```
+//!
+//! As with perftest, the process started without a server address is the
+//! server and the one given its address is the client; they meet through
+//! ferrovia's own rendezvous (a two-rank `Node`, server = rank 0; with
+//! `-q N`, N nodes on ports PORT..PORT+N, one thread each). MB is 2^20
+//! bytes, as in perftest.
+
+mod args;
+mod bandwidth;
+mod latency;
+mod report;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ferrovia::{ChannelBuilder, Node, NodeError};
+
+use crate::args::Args;
+
+const WAIT: Duration = Duration::from_secs(60);
+/// Operations per post list.
+const LIST: usize = 16;
+
+fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
+    let port = usize::from(args.port) + qp;
+    let (rank, addr) = match &args.server {
+        None => (0, format!("0.0.0.0:{port}")),
+        Some(host) => (1, format!("{host}:{port}")),
+    };
+    let depth = args.tx_depth.max(LIST) as u32;
+    let mut channel = ChannelBuilder::default()
+        .send_depth(depth)
+        .recv_depth(depth);
+    if let Some(d) = &args.device {
+        channel = channel.device(d.clone());
+    }
+    Node::builder(rank, 2, addr)
+        .token("ferrovia-perf")
+        .channel(channel)
+        .build()
+}
+
+/// One QP's run of every size: the client's measurements.
+fn bandwidth_qp(args: &Args, qp: usize) -> Result<Vec<Option<bandwidth::Measured>>, NodeError> {
+    let mut node = connect(args, qp)?;
+    args.sizes
+        .iter()
+        .map(|&size| bandwidth::run(&mut node, size, args))
+        .collect()
+}
+
+fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
+    let results: Vec<Vec<Option<bandwidth::Measured>>> = if args.qps == 1 {
+        vec![bandwidth_qp(args, 0)?]
+    } else {
+        std::thread::scope(|t| {
+            let threads: Vec<_> = (0..args.qps)
+                .map(|qp| t.spawn(move || bandwidth_qp(args, qp)))
+                .collect();
+            threads
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(
+                            ferrovia::BootstrapError::Protocol("a QP thread panicked".into())
+                                .into(),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, NodeError>>()
+        })?
+    };
+    if args.server.is_none() {
+        return Ok(());
+    }
+    report::bw_header();
+    for (i, &size) in args.sizes.iter().enumerate() {
+        let per_qp: Vec<bandwidth::Measured> = results.iter().filter_map(|r| r[i]).collect();
+        let bytes: f64 = per_qp.iter().map(|m| m.bytes).sum();
+        let secs = per_qp.iter().map(|m| m.secs).fold(0.0, f64::max);
+        let avg = bytes / secs / report::MB;
+        let peak: f64 = per_qp.iter().map(|m| m.peak).sum::<f64>().max(avg);
+        let iters = args.iters.div_ceil(LIST) * LIST * args.qps;
+        report::bw_row(size, iters, peak, avg);
+    }
+    Ok(())
+}
+
+fn run(args: &Args) -> Result<(), NodeError> {
+    if args.is_bandwidth() {
+        println!("ferrovia-perf {} x{} QP", args.test, args.qps);
+        return run_bandwidth(args);
+    }
+    let mut node = connect(args, 0)?;
+    let role = if node.rank() == 0 { "server" } else { "client" };
+    println!(
+        "ferrovia-perf {} ({role}) on {}",
+        args.test,
+        node.describe()
+    );
+    report::lat_header();
+    let sizes: &[usize] = if args.test == "barrier" {
+        &[0]
+    } else {
+        &args.sizes
+    };
+    for &size in sizes {
+        let times = latency::run(&mut node, size.max(1), args)?;
+        report::lat_row(size, times);
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ferrovia-perf: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrovia-perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
