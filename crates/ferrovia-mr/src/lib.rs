@@ -71,7 +71,7 @@ mod wire;
 pub use buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice};
 pub use error::MrError;
 pub use options::{Addressing, RegisterOptions};
-pub use registrar::{RegisteredKeys, Registrar};
+pub use registrar::{Allocation, RegisteredKeys, Registrar};
 pub use registration::Registration;
 pub use registry::MrRegistry;
 pub use remote::RemoteMemoryRegion;

@@ -19,8 +19,37 @@ pub trait RegisteredKeys: Send + Sync {
     fn access(&self) -> AccessFlags;
 }
 
+/// Memory a registrar allocated itself, because its transport reaches
+/// such memory faster (UCX: shared memory a peer on the same host maps
+/// directly). Dropping `owner` frees it.
+pub struct Allocation {
+    /// The first byte (page-aligned, `len` zeroed bytes).
+    pub ptr: std::ptr::NonNull<u8>,
+    /// Its length.
+    pub len: usize,
+    /// Frees the memory when dropped (after every registration of it).
+    pub owner: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocation")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Something that registers memory with a device or transport.
 pub trait Registrar: Send + Sync {
+    /// Allocates `len` page-aligned, zeroed bytes its registrations reach
+    /// faster than ordinary memory, if it has such memory (used by
+    /// `MrRegistry::alloc`); `None` (the default): the registry allocates.
+    fn allocate(&self, len: usize) -> Option<Result<Allocation, MrError>> {
+        let _ = len;
+        None
+    }
+
     /// Registers `len` bytes at `addr` with `opts`' access, and with
     /// RDMA address `iova` for the first byte when given.
     ///

@@ -177,8 +177,29 @@ impl MrRegistry {
 
     /// Allocates `len` zeroed, page-aligned bytes and registers them (the
     /// form zero-based registrations want: byte `i` at RDMA address `i`).
+    /// A registrar with memory of its own (UCX: shared memory) provides it.
     pub fn alloc(&self, len: usize, opts: RegisterOptions) -> Result<RegisteredBuffer, MrError> {
-        let owned = OwnedMemory::zeroed_page_aligned(len)?;
+        if len == 0 {
+            return Err(MrError::ZeroLength { addr: 0 });
+        }
+        let owned = match self.inner.registrar.allocate(len) {
+            Some(a) => {
+                let a = a?;
+                if a.len < len
+                    || !(a.ptr.as_ptr() as usize).is_multiple_of(ferrovia_verbs::page_size())
+                {
+                    return Err(MrError::Registrar(
+                        format!(
+                            "the registrar allocated {} bytes at {:p} for {len}",
+                            a.len, a.ptr
+                        )
+                        .into(),
+                    ));
+                }
+                OwnedMemory::from_allocation(a)
+            }
+            None => OwnedMemory::zeroed_page_aligned(len)?,
+        };
         let ptr = owned.ptr();
         // SAFETY: as in register_buffer.
         let reg = unsafe { self.insert(ptr, len, opts, Some(owned)) }?;

@@ -15,9 +15,17 @@ use crate::view::MemoryRegionView;
 pub(crate) struct OwnedMemory {
     ptr: *mut u8,
     len: usize,
-    /// `Some` for memory from `std::alloc` with this layout, `None` for a
-    /// `Box<[u8]>`.
-    layout: Option<Layout>,
+    origin: Origin,
+}
+
+/// Where owned memory came from, so it is freed the same way.
+enum Origin {
+    /// `std::alloc` with this layout.
+    Alloc(Layout),
+    /// A `Box<[u8]>`.
+    Boxed,
+    /// A registrar's allocation; dropping the owner frees it.
+    Registrar(#[allow(dead_code)] Box<dyn Send + Sync>),
 }
 
 impl OwnedMemory {
@@ -26,7 +34,15 @@ impl OwnedMemory {
         OwnedMemory {
             ptr: Box::into_raw(buf).cast(),
             len,
-            layout: None,
+            origin: Origin::Boxed,
+        }
+    }
+
+    pub(crate) fn from_allocation(a: crate::registrar::Allocation) -> OwnedMemory {
+        OwnedMemory {
+            ptr: a.ptr.as_ptr(),
+            len: a.len,
+            origin: Origin::Registrar(a.owner),
         }
     }
 
@@ -49,7 +65,7 @@ impl OwnedMemory {
         Ok(OwnedMemory {
             ptr,
             len,
-            layout: Some(layout),
+            origin: Origin::Alloc(layout),
         })
     }
 
@@ -60,14 +76,16 @@ impl OwnedMemory {
 
 impl Drop for OwnedMemory {
     fn drop(&mut self) {
-        match self.layout {
+        match self.origin {
             // SAFETY: allocated in zeroed_page_aligned with this layout.
-            Some(layout) => unsafe { std::alloc::dealloc(self.ptr, layout) },
+            Origin::Alloc(layout) => unsafe { std::alloc::dealloc(self.ptr, layout) },
             // SAFETY: `ptr`/`len` came from Box::into_raw of a Box<[u8]> and
             // are reconstituted exactly once.
-            None => drop(unsafe {
+            Origin::Boxed => drop(unsafe {
                 Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len))
             }),
+            // The owner field drops after this and frees the memory.
+            Origin::Registrar(_) => {}
         }
     }
 }

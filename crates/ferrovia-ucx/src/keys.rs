@@ -45,11 +45,40 @@ impl KeyInfo {
     }
 }
 
-/// This process's registrations by key.
+/// This process's registrations by key, and the memory UCX allocated.
 #[derive(Default)]
 pub(crate) struct KeyDirectory {
     next: AtomicU32,
     keys: RwLock<HashMap<u32, KeyInfo>>,
+    /// Live `ucp_mem_map(ALLOCATE)` memory, by start address.
+    allocations: parking_lot::Mutex<Vec<std::sync::Weak<Mapped>>>,
+}
+
+/// Memory UCX allocated (shared memory a peer on this host maps directly,
+/// so puts and gets to it are plain copies); unmapped when the last
+/// registration and owner drop.
+pub(crate) struct Mapped {
+    memh: ffi::ucp_mem_h,
+    addr: usize,
+    len: usize,
+    ctx: Arc<ContextHandle>,
+}
+
+// SAFETY: the handle is only passed to `ucp_rkey_pack`/`ucp_mem_unmap` on a
+// context created with `mt_workers_shared` (UCX locks it).
+unsafe impl Send for Mapped {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped {}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: mapped once by `allocate`, unmapped once here, after the
+        // last registration and the owner dropped their `Arc`s.
+        let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, self.memh) };
+        if let Err(e) = check("ucp_mem_unmap", status) {
+            log::warn!("{e}");
+        }
+    }
 }
 
 impl KeyDirectory {
@@ -67,6 +96,15 @@ impl KeyDirectory {
 
     fn remove(&self, key: u32) {
         self.keys.write().remove(&key);
+    }
+
+    /// The UCX allocation holding `[addr, addr + len)`, if any.
+    fn allocation_of(&self, addr: usize, len: usize) -> Option<Arc<Mapped>> {
+        let mut all = self.allocations.lock();
+        all.retain(|w| w.strong_count() > 0);
+        all.iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|m| addr >= m.addr && addr + len <= m.addr + m.len)
     }
 }
 
@@ -87,13 +125,21 @@ impl UcxRegistrar {
     }
 }
 
-/// One `ucp_mem_map` and its directory entry; dropping it unmaps.
+/// One registration's memory handle and directory entry; dropping it
+/// unmaps (or releases its share of a UCX allocation).
 struct UcxKeys {
     key: u32,
-    memh: ffi::ucp_mem_h,
+    memh: Memh,
     access: AccessFlags,
     ctx: Arc<ContextHandle>,
     dir: Arc<KeyDirectory>,
+}
+
+enum Memh {
+    /// `ucp_mem_map` of the caller's memory, owned by this registration.
+    Own(ffi::ucp_mem_h),
+    /// Part of a UCX allocation, kept mapped while this registration lives.
+    Shared(#[allow(dead_code)] Arc<Mapped>),
 }
 
 // SAFETY: the memory handle is only passed back to `ucp_mem_unmap` on a
@@ -117,12 +163,30 @@ impl RegisteredKeys for UcxKeys {
 impl Drop for UcxKeys {
     fn drop(&mut self) {
         self.dir.remove(self.key);
-        // SAFETY: mapped once by `register`, unmapped once here.
-        let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, self.memh) };
-        if let Err(e) = check("ucp_mem_unmap", status) {
-            log::warn!("{e}");
+        if let Memh::Own(memh) = self.memh {
+            // SAFETY: mapped once by `register`, unmapped once here.
+            let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
+            if let Err(e) = check("ucp_mem_unmap", status) {
+                log::warn!("{e}");
+            }
         }
     }
+}
+
+/// `ucp_rkey_pack` of `memh`.
+fn pack(ctx: &ContextHandle, memh: ffi::ucp_mem_h) -> Result<Vec<u8>, UcxError> {
+    let mut buf = null_mut();
+    let mut size = 0usize;
+    // SAFETY: `memh` is mapped on this context.
+    check("ucp_rkey_pack", unsafe {
+        ffi::ucp_rkey_pack(ctx.raw, memh, &mut buf, &mut size)
+    })?;
+    // SAFETY: UCX returned `size` readable bytes at `buf`; released once
+    // after copying.
+    let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) }.to_vec();
+    // SAFETY: as above.
+    unsafe { ffi::ucp_rkey_buffer_release(buf) };
+    Ok(bytes)
 }
 
 fn to_mr(e: UcxError) -> MrError {
@@ -130,6 +194,10 @@ fn to_mr(e: UcxError) -> MrError {
 }
 
 impl Registrar for UcxRegistrar {
+    fn allocate(&self, len: usize) -> Option<Result<ferrovia_mr::Allocation, MrError>> {
+        Some(self.allocate_mapped(len).map_err(to_mr))
+    }
+
     unsafe fn register(
         &self,
         addr: *mut u8,
@@ -137,41 +205,35 @@ impl Registrar for UcxRegistrar {
         iova: Option<u64>,
         opts: &RegisterOptions,
     ) -> Result<Box<dyn RegisteredKeys>, MrError> {
-        let params = ffi::ucp_mem_map_params_t {
-            field_mask: u64::from(
-                ffi::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-            ),
-            address: addr.cast::<c_void>(),
-            length: len,
-            ..Default::default()
-        };
-        let mut memh = null_mut();
-        // SAFETY: the caller keeps `len` bytes at `addr` allocated while the
-        // keys exist; the context outlives them through the `Arc`.
-        check("ucp_mem_map", unsafe {
-            ffi::ucp_mem_map(self.ctx.raw, &params, &mut memh)
-        })
-        .map_err(to_mr)?;
-        let mut buf = null_mut();
-        let mut size = 0usize;
-        // SAFETY: `memh` was just mapped on this context.
-        let packed = check("ucp_rkey_pack", unsafe {
-            ffi::ucp_rkey_pack(self.ctx.raw, memh, &mut buf, &mut size)
-        })
-        .map(|()| {
-            // SAFETY: UCX returned `size` readable bytes at `buf`; released
-            // once after copying.
-            let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) }.to_vec();
-            // SAFETY: as above.
-            unsafe { ffi::ucp_rkey_buffer_release(buf) };
-            bytes
-        });
-        let packed = match packed {
-            Ok(p) => p,
-            Err(e) => {
-                // SAFETY: mapped above, unmapped once.
-                unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
-                return Err(to_mr(e));
+        let (memh, packed) = match self.dir.allocation_of(addr as usize, len) {
+            Some(m) => {
+                let packed = pack(&self.ctx, m.memh).map_err(to_mr)?;
+                (Memh::Shared(m), packed)
+            }
+            None => {
+                let params = ffi::ucp_mem_map_params_t {
+                    field_mask: u64::from(
+                        ffi::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                    ),
+                    address: addr.cast::<c_void>(),
+                    length: len,
+                    ..Default::default()
+                };
+                let mut memh = null_mut();
+                // SAFETY: the caller keeps `len` bytes at `addr` allocated
+                // while the keys exist; the context outlives them (`Arc`).
+                check("ucp_mem_map", unsafe {
+                    ffi::ucp_mem_map(self.ctx.raw, &params, &mut memh)
+                })
+                .map_err(to_mr)?;
+                match pack(&self.ctx, memh) {
+                    Ok(p) => (Memh::Own(memh), p),
+                    Err(e) => {
+                        // SAFETY: mapped above, unmapped once.
+                        unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
+                        return Err(to_mr(e));
+                    }
+                }
             }
         };
         let access = opts.access();
@@ -189,6 +251,66 @@ impl Registrar for UcxRegistrar {
             ctx: self.ctx.clone(),
             dir: self.dir.clone(),
         }))
+    }
+}
+
+impl UcxRegistrar {
+    /// `ucp_mem_map(ALLOCATE)`: memory UCX places where its transports reach
+    /// it fastest (shared memory on this host).
+    fn allocate_mapped(&self, len: usize) -> Result<ferrovia_mr::Allocation, UcxError> {
+        let params = ffi::ucp_mem_map_params_t {
+            field_mask: u64::from(
+                ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH | ffi::UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+            ),
+            length: len,
+            flags: ffi::UCP_MEM_MAP_ALLOCATE,
+            ..Default::default()
+        };
+        let mut memh = null_mut();
+        // SAFETY: valid context, params and out-pointer.
+        check("ucp_mem_map", unsafe {
+            ffi::ucp_mem_map(self.ctx.raw, &params, &mut memh)
+        })?;
+        let mut attr = ffi::ucp_mem_attr_t {
+            field_mask: u64::from(ffi::UCP_MEM_ATTR_FIELD_ADDRESS | ffi::UCP_MEM_ATTR_FIELD_LENGTH),
+            ..Default::default()
+        };
+        // The handle unmaps on every path from here.
+        let mut mapped = Mapped {
+            memh,
+            addr: 0,
+            len: 0,
+            ctx: self.ctx.clone(),
+        };
+        // SAFETY: `memh` was just mapped; `attr` is a valid out-pointer.
+        check("ucp_mem_query", unsafe {
+            ffi::ucp_mem_query(memh, &mut attr)
+        })?;
+        let ptr = attr.address.cast::<u8>();
+        let page = ferrovia_verbs::page_size();
+        let Some(nn) = std::ptr::NonNull::new(ptr) else {
+            return Err(UcxError::ProgressThread(
+                "ucp_mem_map returned no address".into(),
+            ));
+        };
+        if attr.length < len || !(ptr as usize).is_multiple_of(page) {
+            return Err(UcxError::ProgressThread(format!(
+                "ucp_mem_map allocated {} bytes at {ptr:p} for {len}",
+                attr.length
+            )));
+        }
+        // SAFETY: UCX allocated `attr.length` writable bytes at `ptr`, used
+        // by nothing else yet; MrRegistry::alloc promises zeroes.
+        unsafe { std::ptr::write_bytes(ptr, 0, attr.length) };
+        mapped.addr = ptr as usize;
+        mapped.len = attr.length;
+        let mapped = Arc::new(mapped);
+        self.dir.allocations.lock().push(Arc::downgrade(&mapped));
+        Ok(ferrovia_mr::Allocation {
+            ptr: nn,
+            len: attr.length,
+            owner: Box::new(mapped),
+        })
     }
 }
 

@@ -321,3 +321,32 @@ fn a_receive_ring_reposts_its_buffers_in_one_scope() {
     .unwrap();
     assert_eq!(seen, (0..MESSAGES).collect::<Vec<_>>());
 }
+
+#[test]
+fn memory_ucx_allocates_is_zeroed_aligned_and_reachable() {
+    let mut w = world(2);
+    let (a, b) = w.split_at_mut(1);
+    let (a, b) = (&mut a[0].0, &mut b[0].0);
+    let target = b.registry().alloc(3 * 4096 + 5, rw()).unwrap();
+    assert!(target.iter().all(|&x| x == 0));
+    assert_eq!(target.as_ptr() as usize % 4096, 0);
+    let remote = target.registration().remote().unwrap();
+    let src = buf(a, &[0xab; 100], RegisterOptions::local());
+    let mut back = a.registry().alloc(100, RegisterOptions::local()).unwrap();
+    a.scope(|tx| {
+        let g = [Gather::of(&src)?];
+        let dst = remote.sub_region(4096, 100)?;
+        tx.post_write(PeerWriteWorkRequest::new(1, WriteWorkRequest::new(&g, dst)?))?
+            .wait(WAIT)?;
+        tx.post_read(PeerReadWorkRequest::new(
+            1,
+            ReadWorkRequest::new(Scatter::of(&mut back)?, dst)?,
+        ))?
+        .wait(WAIT)?;
+        Ok::<_, TransportError>(())
+    })
+    .unwrap();
+    assert!(back.iter().all(|&x| x == 0xab));
+    assert!(target[4096..4196].iter().all(|&x| x == 0xab));
+    assert_eq!(target[4095], 0);
+}

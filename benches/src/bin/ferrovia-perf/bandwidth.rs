@@ -45,15 +45,16 @@ struct Peak {
 }
 
 impl Peak {
-    /// Windows of a full send queue (`tx_depth` operations): shorter ones
-    /// measure bursts of completions, not the link.
+    /// Windows of a full send queue (`tx_depth` operations) and a tenth of
+    /// the run at least: shorter ones measure bursts of completions, not
+    /// the link.
     fn new(size: usize, args: &Args) -> Peak {
         Peak {
             last: Instant::now(),
             count: 0,
             best: 0.0,
             size,
-            window: args.tx_depth.max(LIST),
+            window: args.tx_depth.max(LIST).max(args.iters / 10),
         }
     }
 
