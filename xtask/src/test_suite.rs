@@ -204,6 +204,14 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
         )));
     }
 
+    steps.next("benchmarks build: cargo test --workspace --benches --no-run");
+    let mut benches = cmd::cargo();
+    benches
+        .args(["test", "--benches", "--no-run"])
+        .args(workspace_unless_packages(cargo_args))
+        .args(cargo_args);
+    cmd::run(&mut benches)?;
+
     steps.next("device tests");
     let built = build_device_tests(cargo_args)?;
     let (tally, result) = device_tests_anywhere(&built.tests, test_args);

@@ -156,6 +156,36 @@ fn post_poll(c: &mut Criterion) {
         .unwrap();
     });
     g.finish();
+
+    let mut g = c.benchmark_group("hot_path");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("build_write_request_4KiB", |b| {
+        b.iter(|| {
+            let gather = [Gather::of(black_box(&buf)).unwrap()];
+            black_box(WriteWorkRequest::new(&gather, black_box(remote)).unwrap());
+        });
+    });
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("route_32_completions_out_of_order", |b| {
+        run_scope(&target, false, |s| {
+            let gather = [Gather::range(&buf, 0..64)?];
+            b.iter(|| {
+                let mut hs = Vec::with_capacity(32);
+                for _ in 0..32 {
+                    let wr = PeerSendWorkRequest::new(0, SendWorkRequest::new(&gather).unwrap());
+                    hs.push(s.post_send(wr).unwrap());
+                }
+                // The newest first: every completion is routed to its slot
+                // by wr_id before its handle asks.
+                while let Some(h) = hs.pop() {
+                    black_box(h.spin_poll().unwrap().wr_id());
+                }
+            });
+            Ok::<_, ferrovia_channel::TransportError>(())
+        })
+        .unwrap();
+    });
+    g.finish();
 }
 
 criterion_group!(benches, post_poll);
