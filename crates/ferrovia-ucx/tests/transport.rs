@@ -336,8 +336,11 @@ fn memory_ucx_allocates_is_zeroed_aligned_and_reachable() {
     a.scope(|tx| {
         let g = [Gather::of(&src)?];
         let dst = remote.sub_region(4096, 100)?;
-        tx.post_write(PeerWriteWorkRequest::new(1, WriteWorkRequest::new(&g, dst)?))?
-            .wait(WAIT)?;
+        tx.post_write(PeerWriteWorkRequest::new(
+            1,
+            WriteWorkRequest::new(&g, dst)?,
+        ))?
+        .wait(WAIT)?;
         tx.post_read(PeerReadWorkRequest::new(
             1,
             ReadWorkRequest::new(Scatter::of(&mut back)?, dst)?,
