@@ -7,6 +7,7 @@ use std::process::Command;
 
 /// Examples and how many ranks each starts.
 const EXAMPLES: &[(&str, usize)] = &[
+    ("hello", 2),
     ("ping_pong", 2),
     ("remote_array", 2),
     ("all_to_all", 4),
