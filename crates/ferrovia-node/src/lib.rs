@@ -6,8 +6,10 @@
 //!
 //! A [`Node`] is one rank of a job started by the launcher people already
 //! use (torchrun, Slurm's srun, mpirun, or explicit `FERROVIA_*`
-//! variables; see [`from_vars`]). Rank 0 hosts a TCP rendezvous:
-//! every rank sends its queue-pair endpoints once and receives everyone's
+//! variables; see [`from_vars`]), or started by itself
+//! ([`Node::from_env_or_launch`]). Rank 0 hosts a TCP rendezvous:
+//! every rank sends its queue-pair endpoints (or UCX worker address) once
+//! and receives everyone's
 //! (O(n) connections, a job token checked on each, deadlines throughout).
 //! Then every rank holds one RC connection to every rank and posts to
 //! peers by rank inside [`Node::scope`], with [`NodeScope::barrier`]:

@@ -9,9 +9,15 @@
 //!   the receive is a length error (`IBV_WC_LOC_LEN_ERR`), RDMA write and
 //!   read via `ucp_put`/`ucp_get`, and write-with-immediate as a put,
 //!   a flush and a notification.
-//! - One progress thread owns the worker, its endpoints and requests; an
+//! - One progress thread owns the worker, its endpoints and requests, and
+//!   makes progress whenever nobody else does; a user thread that posts or
+//!   busy-polls takes a turn itself when the worker is free (SERIALIZED
+//!   mode, one lock), so the fast path has no thread hand-off. An
 //!   operation's buffers stay in use until UCX reports it complete, and
 //!   every UCX callback runs inside `catch_unwind`.
+//! - [`UcxRegistrar`] also allocates the memory of `MrRegistry::alloc`
+//!   with `ucp_mem_map(ALLOCATE)`: peers on the same host map it, so puts
+//!   and gets to it are plain copies.
 //! - [`UcxRegistrar`] registers memory with `ucp_mem_map`; peers fetch a
 //!   registration's packed rkey from its owner's key directory on first
 //!   use, so a `RemoteMemoryRegion` is the same small `Copy` value as on

@@ -165,8 +165,13 @@ fn demo(node: &mut Node) -> Result<(), NodeError> {
     let (me, n) = (node.rank(), node.world_size());
     let all: Vec<usize> = (0..n).collect();
     let say = |what: String| println!("rank {me}: {what}");
+    let hint = if node.backend() == ferrovia_node::Backend::Ucx {
+        " (no RDMA device here; `cargo xtask demo node-softroce` runs this on soft-RoCE)"
+    } else {
+        ""
+    };
     say(format!(
-        "joined a world of {n} ranks, backend {}",
+        "joined a world of {n} ranks, backend {}{hint}",
         node.describe()
     ));
     node.barrier(&all, WAIT)?;
