@@ -353,3 +353,30 @@ fn memory_ucx_allocates_is_zeroed_aligned_and_reachable() {
     assert!(target[4096..4196].iter().all(|&x| x == 0xab));
     assert_eq!(target[4095], 0);
 }
+
+#[test]
+fn a_vanished_peer_fails_pending_work_with_a_typed_error_quickly() {
+    let mut w = world(2);
+    let (b, t_b) = w.pop().expect("rank 1");
+    let (mut a, _) = w.pop().expect("rank 0");
+    let mut inbox = buf(&a, &[0; 16], RegisterOptions::local());
+    let started = std::time::Instant::now();
+    let err = a
+        .scope(|rx| {
+            let r = rx.post_receive(PeerReceiveWorkRequest::new(
+                1,
+                ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+            ))?;
+            // Rank 1 goes away: its worker and endpoints are destroyed.
+            drop(b);
+            drop(t_b);
+            r.wait(WAIT).map(|_| ())
+        })
+        .unwrap_err();
+    let e = err.closure().expect("the receive failed");
+    assert!(
+        matches!(e, TransportError::Completion(_)),
+        "a completion error, not a timeout: {e}"
+    );
+    assert!(started.elapsed() < WAIT / 2, "took {:?}", started.elapsed());
+}
