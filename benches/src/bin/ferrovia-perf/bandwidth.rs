@@ -23,7 +23,10 @@ const RING_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Measured {
     pub(crate) bytes: f64,
-    pub(crate) secs: f64,
+    /// When the client's clock started and stopped (several QPs: the
+    /// aggregate spans the earliest start to the latest end).
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
     /// Best rate over a window of `LIST` operations, MB/s.
     pub(crate) peak: f64,
 }
@@ -91,18 +94,23 @@ pub(crate) fn run(
             None
         }
         (_, 0) => {
-            node.barrier(&both, WAIT * 10)?;
+            crate::passive::wait_for_client(node)?;
+            node.barrier(&both, WAIT)?;
             return Ok(None);
         }
         ("write_bw", _) => Some(write(node, size, args, remotes[0])?),
         ("read_bw", _) => Some(read(node, size, args, remotes[0])?),
         _ => Some(send(node, size, args)?),
     };
-    let secs = start.elapsed().as_secs_f64();
+    let end = Instant::now();
+    if me == 1 && args.test != "send_bw" {
+        crate::passive::release_server(node)?;
+    }
     node.barrier(&both, WAIT)?;
     Ok(result.map(|(ops, peak)| Measured {
         bytes: (ops * size) as f64,
-        secs,
+        start,
+        end,
         peak,
     }))
 }
@@ -187,7 +195,8 @@ fn receive_ring(node: &mut Node, size: usize, args: &Args) -> Result<(), NodeErr
         s.barrier(&[0, 1], WAIT)?;
         let mut received = 0;
         while let Some(h) = pending.pop_front() {
-            let done = h.wait(WAIT)?;
+            // Busy-polls, as perftest's send_bw server does.
+            let done = h.spin_poll()?;
             received += 1;
             if received + pending.len() < total
                 && let Some(again) = done.into_scatter()

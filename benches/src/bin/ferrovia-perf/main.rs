@@ -17,6 +17,7 @@
 mod args;
 mod bandwidth;
 mod latency;
+mod passive;
 mod report;
 
 use std::process::ExitCode;
@@ -86,7 +87,15 @@ fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
     for (i, &size) in args.sizes.iter().enumerate() {
         let per_qp: Vec<bandwidth::Measured> = results.iter().filter_map(|r| r[i]).collect();
         let bytes: f64 = per_qp.iter().map(|m| m.bytes).sum();
-        let secs = per_qp.iter().map(|m| m.secs).fold(0.0, f64::max);
+        // From the earliest start to the latest end: QPs that did not
+        // overlap do not add up.
+        let (Some(first), Some(last)) = (
+            per_qp.iter().map(|m| m.start).min(),
+            per_qp.iter().map(|m| m.end).max(),
+        ) else {
+            continue;
+        };
+        let secs = (last - first).as_secs_f64();
         let avg = bytes / secs / report::MB;
         let peak: f64 = per_qp.iter().map(|m| m.peak).sum::<f64>().max(avg);
         let iters = args.iters.div_ceil(LIST) * LIST * args.qps;
