@@ -1,5 +1,6 @@
 //! `cargo xtask bench barrier`: the barrier algorithms of `ferrovia-node`
-//! against each other. Builds `ferrovia-rank` optimized, runs
+//! against each other; `cargo xtask bench --compare` (or `compare`) is
+//! [`crate::bench_compare`]. Builds `ferrovia-rank` optimized, runs
 //! `ferrovia-rank barrier-bench ALGO 200` as 2, 4, 8 and 16 ranks of one job
 //! for every algorithm, all in one VM boot (or on the host's RDMA device),
 //! and prints the medians and the p99s as two markdown tables.
@@ -12,13 +13,13 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::demo::{self, Program};
 use crate::failure::{Failure, Result, io_failure};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{deps, rdma_devices, signals, workspace};
+use crate::{bench_compare, deps, rdma_devices, signals, workspace};
 
 /// The table's columns, as `ferrovia-rank barrier-bench` names them.
 const ALGORITHMS: [&str; 3] = ["dissemination", "centralized", "tree"];
@@ -35,12 +36,13 @@ const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// vCPUs of the VM (the `cargo xtask vm` default for one guest).
 const VM_CPUS: u32 = 2;
 
-const USAGE: &str = "usage: cargo xtask bench barrier";
+const USAGE: &str = "usage: cargo xtask bench barrier|--compare";
 
 /// `cargo xtask bench ...`.
 pub(crate) fn command(args: &[OsString]) -> Result<u8> {
     match args {
         [what] if what == "barrier" => barrier(),
+        [what] if what == "--compare" || what == "compare" => bench_compare::command(),
         [what] if what == "-h" || what == "--help" => {
             say!("{USAGE}");
             Ok(0)
@@ -113,13 +115,17 @@ fn barrier() -> Result<u8> {
     Ok(0)
 }
 
-/// Where the sweep leaves its records: in the workspace, which the VM
-/// shares read-write.
-fn results_file() -> PathBuf {
+/// Where a sweep leaves its records: `target/xtask/PREFIX-PID` in the
+/// workspace, which the VM shares read-write.
+pub(crate) fn results_file_named(prefix: &str) -> PathBuf {
     workspace::root()
         .join("target")
         .join("xtask")
-        .join(format!("bench-barrier-{}", std::process::id()))
+        .join(format!("{prefix}-{}", std::process::id()))
+}
+
+fn results_file() -> PathBuf {
+    results_file_named("bench-barrier")
 }
 
 /// `xtask bench-barrier-sweep FILE PROGRAM` (hidden): the sweep itself, as
@@ -142,9 +148,25 @@ pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
 /// Every algorithm for every rank count; appends one record per run to
 /// `file` as it goes. Whether every run gave a result.
 fn sweep(program: &Path, file: &Path) -> Result<bool> {
+    sweep_until(program, file, None)
+}
+
+/// A run may go on this long past the deadline of [`sweep_until`].
+const DEADLINE_GRACE: Duration = Duration::from_secs(30);
+
+/// [`sweep`] on a time budget (`cargo xtask bench --compare` runs it with
+/// what is left of its own): no run starts after `deadline`, and none
+/// lasts past it by more than [`DEADLINE_GRACE`]. Runs not started leave
+/// no record.
+pub(crate) fn sweep_until(program: &Path, file: &Path, deadline: Option<Instant>) -> Result<bool> {
     let mut all_good = true;
     for ranks in RANK_COUNTS {
         for algorithm in ALGORITHMS {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|left| left.is_zero()) {
+                say!("xtask bench: time budget used up: no more barrier runs");
+                return Ok(false);
+            }
             say!("xtask bench: barrier-bench {algorithm} {ITERS} with {ranks} ranks");
             let mut job = Job::new(
                 program.to_path_buf(),
@@ -155,7 +177,7 @@ fn sweep(program: &Path, file: &Path) -> Result<bool> {
                     ITERS.to_string().into(),
                 ],
             );
-            job.timeout = RUN_TIMEOUT;
+            job.timeout = left.map_or(RUN_TIMEOUT, |left| RUN_TIMEOUT.min(left + DEADLINE_GRACE));
             job.env.push((
                 "FERROVIA_BOOTSTRAP_TIMEOUT_MS".into(),
                 BOOTSTRAP_TIMEOUT_MS.into(),
@@ -260,6 +282,24 @@ fn parse_record(line: &str) -> Option<Measurement> {
     })
 }
 
+/// The two tables from the records of [`sweep_until`] among the lines of
+/// `text` (other lines are skipped); `None` without any.
+pub(crate) fn tables_from_records(text: &str, where_: &str) -> Option<String> {
+    let measurements: Vec<Measurement> = text.lines().filter_map(parse_record).collect();
+    if measurements.is_empty() {
+        return None;
+    }
+    let mut tables = report(&measurements, where_);
+    let left_out = (ALGORITHMS.len() * RANK_COUNTS.len()).saturating_sub(measurements.len());
+    if left_out > 0 {
+        let _ = write!(
+            tables,
+            "\n{left_out} run(s) left out by the time budget show as `failed` too.\n"
+        );
+    }
+    Some(tables)
+}
+
 /// Picks one number of a run for a table.
 type Cell = fn(&BarrierLine) -> f64;
 
@@ -351,6 +391,17 @@ mod tests {
         assert_eq!(to_record(&failed), "centralized 16 failed");
         assert_eq!(parse_record("tree 8"), None);
         assert_eq!(parse_record("tree x failed"), None);
+    }
+
+    #[test]
+    fn tables_come_from_the_records_among_other_lines() {
+        let text = "info guest_kernel 6.1.0\n\
+                    run verbs write_bw 8 1 ferrovia 1 ok 0.15 2.0\n\
+                    tree 2 barrier ranks=2 median_us=5 p99_us=9\n";
+        let tables = tables_from_records(text, "a VM").unwrap();
+        assert!(tables.contains("| 2 | failed | failed | 5.0 |"), "{tables}");
+        assert!(tables.contains("11 run(s) left out"), "{tables}");
+        assert_eq!(tables_from_records("info x y\n", "a VM"), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod out;
 
 mod bench;
+mod bench_compare;
 mod cargo_artifacts;
 mod cmd;
 mod demo;
@@ -50,7 +51,10 @@ commands:
                           ferrovia-rank demo; pingpong: rc_pingpong), on the
                           host's RDMA device, else in the VM
   bench barrier           barrier algorithms x 2/4/8/16 ranks in one VM boot
-                          (on the host's RDMA device if any): markdown tables";
+                          (on the host's RDMA device if any): markdown tables
+  bench --compare         ferrovia-perf next to perftest (soft-RoCE, one VM
+                          boot) and ucx_perftest (UCX tcp, sm on the host):
+                          medians and ratios, written to docs/benchmarks.md";
 
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         "device-tests" => device_tests::command(&args),
         "ranks" => ranks::command(&args),
         "bench-barrier-sweep" => bench::sweep_command(&args),
+        "bench-compare-sweep" => bench_compare::sweep_command(&args),
         "layering" => layering::command(&args),
         "two-host" => two_host::command(&args),
         "-h" | "--help" | "help" => {

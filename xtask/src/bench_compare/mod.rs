@@ -1,0 +1,435 @@
+//! `cargo xtask bench --compare`: `ferrovia-perf` next to the reference
+//! tools, in one command. Builds `ferrovia-perf` optimized; runs every
+//! verbs test pair (ferrovia-perf and perftest, alternating, several
+//! times) on soft-RoCE `rxe0` in one VM boot (or on the host's RDMA
+//! device), then every UCX pair (ferrovia-perf over UCX and
+//! `ucx_perftest`) on the host with `UCX_TLS=tcp` and `UCX_TLS=sm,self`;
+//! prints one table of medians and ratios plus the queue-pair scaling row,
+//! and writes them to docs/benchmarks.md with a description of the machine.
+//!
+//! Inside the VM xtask runs itself (hidden `bench-compare-sweep FILE PERF
+//! BUDGET_SECS --barrier RANK`): the guest appends one record per run to
+//! FILE in the shared workspace, which the host reads once the VM is gone;
+//! the host's UCX runs append to the same file. What is left of the verbs
+//! budget goes to the barrier sweep of `cargo xtask bench barrier`, whose
+//! tables follow the others. A run that fails or times out becomes
+//! a `—` cell with its reason under the table; every stage has a deadline,
+//! and the whole command keeps to [`TOTAL_BUDGET`] by starting no new
+//! measurement once its share of the budget is spent.
+
+mod doc;
+mod pair;
+mod parse;
+mod plan;
+mod report;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use self::pair::{Limits, Ports};
+use self::parse::{Outcome, Record};
+use self::plan::{Case, Tool, Transport};
+use crate::demo::{self, Program};
+use crate::failure::{Failure, Result, io_failure};
+use crate::vm::{self, VmOptions};
+use crate::{bench, deps, rdma_devices, signals, workspace};
+
+/// The benchmark program.
+const PERF: Program = Program::Bin {
+    package: "ferrovia-benches",
+    name: "ferrovia-perf",
+};
+/// The program of the barrier sweep (`cargo xtask bench barrier`).
+const RANK: Program = Program::Bin {
+    package: "ferrovia-node",
+    name: "ferrovia-rank",
+};
+/// The barrier sweep runs after the verbs pairs only if this much of the
+/// verbs budget is left (it takes 70 s or more under TCG).
+const BARRIER_MIN: Duration = Duration::from_secs(90);
+/// The whole command, build included: no new measurement starts after
+/// this (minus the time the report needs).
+const TOTAL_BUDGET: Duration = Duration::from_secs(19 * 60);
+/// At most this long for starting verbs measurements: a full sweep of
+/// [`plan::REPS`] repetitions takes 5-8 min under TCG, what is left goes
+/// to the barrier sweep.
+const VERBS_BUDGET: Duration = Duration::from_secs(660);
+/// The UCX measurements' share of the budget, kept free for them (a full
+/// sweep takes about 2 min).
+const UCX_BUDGET: Duration = Duration::from_secs(240);
+/// Time for the VM boot and the last run after the verbs budget (the
+/// barrier sweep's last run may overrun it by 30 s).
+const VM_MARGIN: Duration = Duration::from_secs(150);
+/// Kept for writing the report.
+const REPORT_MARGIN: Duration = Duration::from_secs(15);
+/// vCPUs of the VM (the `cargo xtask vm` default for one guest).
+const VM_CPUS: u32 = 2;
+/// Guest RAM: perftest with 1 MiB messages needs room.
+const VM_MEM: &str = "2G";
+/// The first TCP port of the runs (each run takes fresh ones).
+const FIRST_PORT: u16 = 21000;
+/// Deadlines of one run under TCG: process start-up alone takes seconds.
+const VM_LIMITS: Limits = Limits {
+    listen: Duration::from_secs(30),
+    client: Duration::from_secs(60),
+    server_exit: Duration::from_secs(10),
+};
+/// Deadlines of one native run.
+const HOST_LIMITS: Limits = Limits {
+    listen: Duration::from_secs(15),
+    client: Duration::from_secs(30),
+    server_exit: Duration::from_secs(5),
+};
+/// Where the report goes, relative to the workspace root.
+const DOC: &str = "docs/benchmarks.md";
+
+/// `cargo xtask bench --compare`.
+pub(crate) fn command() -> Result<u8> {
+    let started = Instant::now();
+    workspace::enter_root()?;
+    deps::ensure(deps::ALL)?;
+    let perf = demo::build(PERF, true)?;
+    let rank = demo::build(RANK, true)?;
+    let file = results_file();
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
+    }
+    let _ = std::fs::remove_file(&file);
+    let budget_end = started + TOTAL_BUDGET - REPORT_MARGIN;
+    let mut notes = Vec::new();
+
+    let verbs_budget = VERBS_BUDGET.min(
+        budget_end
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(UCX_BUDGET + VM_MARGIN),
+    );
+    let device = match rdma_devices::host_devices().into_iter().next() {
+        Some(device) => {
+            say!("xtask bench: host RDMA device {device}: verbs pairs run here");
+            signals::catch_termination();
+            let place = format!("this host, device {device}");
+            append(&file, &parse::to_info("verbs_place", &place))?;
+            let sweep = Sweep {
+                perf: &perf,
+                device: &device,
+                file: &file,
+                transports: &[Transport::Verbs],
+                deadline: Instant::now() + verbs_budget,
+                limits: HOST_LIMITS,
+            };
+            verbs_then_barrier(&sweep, Some(&rank))?;
+            device
+        }
+        None => {
+            verbs_in_vm(&perf, &rank, &file, verbs_budget, &mut notes)?;
+            "rxe0".to_string()
+        }
+    };
+
+    signals::catch_termination();
+    let ucx_deadline = budget_end.min(Instant::now() + UCX_BUDGET);
+    say!("xtask bench: UCX pairs on the host (UCX_TLS=tcp, then sm,self)");
+    sweep(&Sweep {
+        perf: &perf,
+        device: &device,
+        file: &file,
+        transports: &[Transport::UcxTcp, Transport::UcxSm],
+        deadline: ucx_deadline,
+        limits: HOST_LIMITS,
+    })?;
+
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
+    let info: BTreeMap<String, String> = text.lines().filter_map(parse::parse_info).collect();
+    let mut tables = report::tables(&records, &device);
+    let barrier_place = info.get("verbs_place").map_or("", String::as_str);
+    if let Some(barrier) = bench::tables_from_records(&text, barrier_place) {
+        tables.push_str(&format!(
+            "\n#{barrier}\nThe sweep of `cargo xtask bench barrier` (ferrovia-rank, not \
+             ferrovia-perf), run in the same boot after the verbs pairs with what was left of \
+             their time budget.\n"
+        ));
+    }
+    let machine = doc::machine(&info, &perf, started.elapsed());
+    say!("\n{tables}");
+    for note in &notes {
+        say!("xtask bench: {note}");
+    }
+    let doc = doc::document(&machine, &tables, &notes);
+    let doc_path = workspace::root().join(DOC);
+    std::fs::write(&doc_path, doc)
+        .map_err(|e| io_failure(format!("cannot write {}", doc_path.display()), e))?;
+    let measured = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Measured { .. }))
+        .count();
+    say!(
+        "xtask bench: {measured} of {} runs measured in {} s; wrote {DOC}",
+        records.len(),
+        started.elapsed().as_secs()
+    );
+    if measured == 0 {
+        return Err(Failure::new("nothing could be measured"));
+    }
+    Ok(0)
+}
+
+/// The verbs pairs in one VM boot; a VM that fails becomes a note (the
+/// UCX half still runs), an interrupted xtask a failure.
+fn verbs_in_vm(
+    perf: &Path,
+    rank: &Path,
+    file: &Path,
+    budget: Duration,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let accel = vm::default_accel_name();
+    say!(
+        "xtask bench: no RDMA device on this host: verbs pairs on soft-RoCE in one VM \
+         ({VM_CPUS} vCPUs under {accel}; cargo xtask vm), {} s for measurements",
+        budget.as_secs()
+    );
+    append(
+        file,
+        &parse::to_info(
+            "verbs_place",
+            &format!("one qemu VM, {VM_CPUS} vCPUs under {accel}, {VM_MEM} RAM"),
+        ),
+    )?;
+    let command = vec![
+        demo::xtask_exe()?,
+        "bench-compare-sweep".into(),
+        file.as_os_str().to_owned(),
+        perf.as_os_str().to_owned(),
+        budget.as_secs().to_string().into(),
+        "--barrier".into(),
+        rank.as_os_str().to_owned(),
+    ];
+    let mut options = VmOptions::new(command);
+    options.timeout = budget + VM_MARGIN;
+    options.smp = Some(VM_CPUS);
+    options.mem = VM_MEM.into();
+    match vm::run(&options) {
+        Ok(0) => {}
+        Ok(status) => notes.push(format!(
+            "the verbs sweep in the VM ended with exit status {status}"
+        )),
+        Err(failure) => notes.push(format!("the verbs sweep in the VM failed: {failure}")),
+    }
+    if let Some(signal) = signals::received() {
+        return Err(Failure::with_status(
+            format!("stopped by signal {signal}"),
+            128 + signal as u8,
+        ));
+    }
+    Ok(())
+}
+
+fn results_file() -> PathBuf {
+    crate::bench::results_file_named("bench-compare")
+}
+
+/// `xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK]
+/// [TRANSPORT...]` (hidden): one sweep, appending to FILE; no new
+/// measurement starts after BUDGET_SECS. `cargo xtask bench --compare`
+/// runs it inside the VM for the verbs pairs (the default TRANSPORT,
+/// `verbs`), on `$SOFTROCE_DEV` (default rxe0), with `--barrier`: then the
+/// barrier sweep of `ferrovia-rank` RANK gets what is left of the budget.
+/// `ucx-tcp` and `ucx-sm` run the UCX pairs alone.
+pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
+    let usage = || {
+        Failure::with_status(
+            "usage: xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK] \
+             [verbs|ucx-tcp|ucx-sm...]",
+            2,
+        )
+    };
+    let [file, perf, budget, rest @ ..] = args else {
+        return Err(usage());
+    };
+    let budget = budget
+        .to_str()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(usage)?;
+    let (rank, rest) = match rest {
+        [flag, program, after @ ..] if flag == "--barrier" => (Some(Path::new(program)), after),
+        _ => (None, rest),
+    };
+    let mut transports = rest
+        .iter()
+        .map(|t| t.to_str().and_then(Transport::from_key).ok_or_else(usage))
+        .collect::<Result<Vec<_>>>()?;
+    if transports.is_empty() {
+        transports.push(Transport::Verbs);
+    }
+    let deadline = Instant::now() + Duration::from_secs(budget);
+    signals::catch_termination();
+    let device = std::env::var("SOFTROCE_DEV").unwrap_or_else(|_| "rxe0".into());
+    let file = Path::new(file);
+    if transports.contains(&Transport::Verbs) {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        append(file, &parse::to_info("guest_kernel", &kernel))?;
+        let rxe = Path::new("/sys/module/rdma_rxe").exists();
+        append(
+            file,
+            &parse::to_info("rdma_rxe", if rxe { "loaded" } else { "absent" }),
+        )?;
+    }
+    let on_host = transports.iter().all(|t| t.ucx_tls().is_some());
+    let sweep = Sweep {
+        perf: Path::new(perf),
+        device: &device,
+        file,
+        transports: &transports,
+        deadline,
+        limits: if on_host { HOST_LIMITS } else { VM_LIMITS },
+    };
+    verbs_then_barrier(&sweep, rank)?;
+    Ok(0)
+}
+
+/// Runs `s`, then, given `ferrovia-rank`, the barrier sweep if at least
+/// [`BARRIER_MIN`] of the budget is left.
+fn verbs_then_barrier(s: &Sweep<'_>, rank: Option<&Path>) -> Result<()> {
+    sweep(s)?;
+    let Some(rank) = rank else {
+        return Ok(());
+    };
+    let left = s.deadline.saturating_duration_since(Instant::now());
+    if left < BARRIER_MIN {
+        say!(
+            "xtask bench: {} s of the budget left: no barrier sweep (it needs {} s)",
+            left.as_secs(),
+            BARRIER_MIN.as_secs()
+        );
+        return Ok(());
+    }
+    say!(
+        "xtask bench: the barrier sweep of cargo xtask bench barrier, {} s left",
+        left.as_secs()
+    );
+    bench::sweep_until(rank, s.file, Some(s.deadline))?;
+    Ok(())
+}
+
+/// One sweep: every cell of `transports`, [`plan::REPS`] times.
+struct Sweep<'a> {
+    perf: &'a Path,
+    /// The verbs device.
+    device: &'a str,
+    file: &'a Path,
+    transports: &'a [Transport],
+    /// No measurement starts after this.
+    deadline: Instant,
+    limits: Limits,
+}
+
+/// Runs `s`, repetition by repetition (so that a budget cut still leaves
+/// every cell measured), both tools of a cell back to back in alternating
+/// order; appends one record per run to the file as it goes.
+fn sweep(s: &Sweep<'_>) -> Result<()> {
+    let mut ports = Ports::new(FIRST_PORT);
+    for rep in 1..=plan::REPS {
+        for &transport in s.transports {
+            for case in plan::cases(transport) {
+                if Instant::now() >= s.deadline {
+                    say!(
+                        "xtask bench: time budget used up: no more runs after {} of repetition {rep}",
+                        transport.key()
+                    );
+                    return Ok(());
+                }
+                for tool in Tool::order(rep) {
+                    let record = measure(s, &case, tool, rep, &mut ports)?;
+                    append(s.file, &parse::to_record(&record))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One run of `tool` in `case`.
+fn measure(
+    s: &Sweep<'_>,
+    case: &Case,
+    tool: Tool,
+    rep: usize,
+    ports: &mut Ports,
+) -> Result<Record> {
+    let port = ports.take(plan::ports_needed(case, tool))?;
+    let inv = plan::invocation(case, tool, s.perf, s.device, port);
+    let outcome = match pair::run(&inv, s.limits)? {
+        Ok(ran) => {
+            let value = parse::value(
+                case.transport,
+                tool,
+                case.pair.kind,
+                case.size,
+                &ran.client_stdout,
+            );
+            match value {
+                Some(value) => Outcome::Measured {
+                    value,
+                    secs: ran.secs,
+                },
+                None => Outcome::Failed(format!(
+                    "no result for {} B in the client's output{}",
+                    case.size,
+                    ran.client_stdout
+                        .iter()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .map(|l| format!(" (last line: {})", l.trim()))
+                        .unwrap_or_default()
+                )),
+            }
+        }
+        Err(reason) => Outcome::Failed(reason),
+    };
+    let name = match tool {
+        Tool::Ferrovia => "ferrovia-perf".to_string(),
+        Tool::Reference => inv.program.to_string_lossy().into_owned(),
+    };
+    let what = format!(
+        "run {rep} {} {} {}{}",
+        report::transport_title(case.transport, s.device),
+        case.pair.test,
+        report::size_name(case.size),
+        if case.qps > 1 {
+            format!(" -q {}", case.qps)
+        } else {
+            String::new()
+        }
+    );
+    match &outcome {
+        Outcome::Measured { value, secs } => say!(
+            "xtask bench: {what}: {name} {value} {} ({secs:.1} s)",
+            case.pair.kind.unit()
+        ),
+        Outcome::Failed(reason) => say!("xtask bench: {what}: {name} gave nothing: {reason}"),
+    }
+    Ok(Record {
+        transport: case.transport,
+        test: case.pair.test.into(),
+        size: case.size,
+        qps: case.qps,
+        tool,
+        rep,
+        outcome,
+    })
+}
+
+fn append(file: &Path, line: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| writeln!(f, "{line}"))
+        .map_err(|e| io_failure(format!("cannot write {}", file.display()), e))
+}
