@@ -115,10 +115,12 @@ struct Steps {
 }
 
 impl Steps {
+    /// deps, layering, host tests, bench builds, device tests, two-host
+    /// test (plus the CI checks).
     fn total(&self) -> usize {
         match self.mode {
-            Mode::Test => 5,
-            Mode::Ci => 5 + CHECKS.len(),
+            Mode::Test => 6,
+            Mode::Ci => 6 + CHECKS.len(),
         }
     }
 
@@ -458,7 +460,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            8
+            9
         );
         assert_eq!(
             Steps {
@@ -466,7 +468,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            5
+            6
         );
     }
 
