@@ -32,6 +32,9 @@ use crate::tag;
 /// How long the thread keeps polling after the last activity before it
 /// sleeps on the worker's event fd: long enough to catch a ping-pong reply.
 const SPIN: Duration = Duration::from_micros(200);
+/// How long the progress thread stays out of the way once a user thread
+/// took a turn; it looks again after that.
+const STAND_BACK: Duration = Duration::from_micros(500);
 /// How long shutdown waits for endpoints to close gracefully.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -271,6 +274,14 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut last_activity = Instant::now();
         loop {
+            // A user thread busy-polling drives progress itself. Stand back
+            // without arming the worker: an armed worker would wake this
+            // thread on every message and preempt the poller.
+            if shared.user_turns.swap(0, SeqCst) > 0 {
+                thread::sleep(STAND_BACK);
+                last_activity = Instant::now();
+                continue;
+            }
             let busy = {
                 let mut e = engine.lock();
                 let busy = e.turn();
@@ -280,12 +291,9 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                 }
                 busy
             };
-            // A user thread busy-polling drives progress itself: spinning
-            // here too would only take the CPU from it.
-            let user_polling = shared.user_turns.swap(0, SeqCst) > 0;
-            if busy && !user_polling {
+            if busy {
                 last_activity = Instant::now();
-            } else if last_activity.elapsed() < SPIN && !user_polling {
+            } else if last_activity.elapsed() < SPIN {
                 thread::yield_now();
             } else {
                 let efd = engine.lock().arm();

@@ -86,7 +86,8 @@ pub(crate) fn machine(info: &BTreeMap<String, String>, perf: &Path, took: Durati
     }
     lines.push(format!(
         "UCX: {ucx} (`ucx_info -v`), ucx_perftest and ferrovia-perf (`FERROVIA_BACKEND=ucx`) \
-         natively on the host."
+         natively on the host. Both use peer error handling over tcp (ucx_perftest `-e`) and \
+         none over shared memory, which has none in UCX 1.13."
     ));
     lines.push(format!(
         "ferrovia-perf: release build ({}){}.",

@@ -292,9 +292,15 @@ pub(crate) fn invocation(
             }
             Some(tls) => {
                 env.push(("UCX_TLS".into(), tls.into()));
+                // ferrovia's endpoints use peer error handling where the
+                // transport has it (tcp, not shared memory): so does the
+                // reference (`-e`; it costs ~3 µs per 8 B tag round trip
+                // over tcp here).
+                let peer_errors = (case.transport == Transport::UcxTcp).then(|| "-e".to_string());
                 let args = ["-t", case.pair.reference, "-s", &size, "-n", &iters, "-f"]
                     .map(String::from)
                     .into_iter()
+                    .chain(peer_errors)
                     .chain(["-p".to_string(), port_arg.clone()])
                     .collect();
                 ("ucx_perftest".into(), args)
