@@ -90,42 +90,48 @@ fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeErro
     Ok(times)
 }
 
-/// Send ping-pong; each side keeps one receive posted, reposting its
-/// buffer as soon as a message is in.
+/// Send ping-pong; each side keeps two receives posted, so reposting the
+/// buffer a message just filled happens after the reply is on its way,
+/// off the critical path, and the next message always finds a receive.
 fn send(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
     let (me, peer) = (node.rank(), 1 - node.rank());
     let src = node.registry().alloc(size, RegisterOptions::local())?;
-    let mut inbox = node.registry().alloc(size, RegisterOptions::local())?;
+    let mut inbox = node.registry().alloc(2 * size, RegisterOptions::local())?;
     let mut times = Vec::with_capacity(args.iters);
     node.scope(|s| {
         let g = [Gather::of(&src)?];
         let wr = PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?);
-        let mut rx = Some(s.post_receive(PeerReceiveWorkRequest::new(
-            peer,
-            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
-        ))?);
+        let (bytes, reg) = inbox.split_mut();
+        let mut ring = std::collections::VecDeque::with_capacity(2);
+        for slot in bytes.chunks_mut(size) {
+            ring.push_back(s.post_receive(PeerReceiveWorkRequest::new(
+                peer,
+                ReceiveWorkRequest::new(Scatter::new(reg, slot)?),
+            ))?);
+        }
         s.barrier(&[0, 1], WAIT)?;
         for i in 0..args.iters {
             let t = Instant::now();
             if me == 1 {
                 drop(s.post_send(wr)?);
             }
-            let buf = rx
-                .take()
+            let buf = ring
+                .pop_front()
                 .ok_or(TransportError::Config("no receive posted".into()))?
                 .spin_poll()?
                 .into_scatter()
                 .ok_or(TransportError::Config("no buffer back".into()))?;
-            if i + 1 < args.iters {
-                rx = Some(s.post_receive(PeerReceiveWorkRequest::new(
-                    peer,
-                    ReceiveWorkRequest::new(buf),
-                ))?);
-            }
             if me == 0 {
                 drop(s.post_send(wr)?);
             }
             times.push(us(t) / 2.0);
+            // Messages left for this slot: the ring holds two.
+            if i + 2 < args.iters {
+                ring.push_back(s.post_receive(PeerReceiveWorkRequest::new(
+                    peer,
+                    ReceiveWorkRequest::new(buf),
+                ))?);
+            }
         }
         Ok::<_, NodeError>(())
     })?;
