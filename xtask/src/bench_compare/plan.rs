@@ -180,7 +180,9 @@ pub(crate) fn iterations(case: &Case) -> usize {
         (Transport::UcxTcp, Kind::Bandwidth) if case.pair.test == "read_bw" => {
             [1_000, 1_000, 1_000, 100]
         }
-        (_, Kind::Bandwidth) => [100_000, 20_000, 1_000, 100],
+        // Long enough at 64 KiB and 1 MiB that shared memory (~30 GB/s)
+        // runs for tens of milliseconds, not a few.
+        (_, Kind::Bandwidth) => [100_000, 20_000, 20_000, 2_000],
         (_, Kind::Latency) => [10_000, 10_000, 2_000, 200],
     };
     SIZES
