@@ -217,7 +217,11 @@ pub(crate) fn tables(records: &[Record], device: &str) -> String {
         let _ = writeln!(
             out,
             "\n### Queue-pair scaling: write_bw {} on {device}\n\n\
-             `-q N`: N queue pairs, {} writes in all spread over them.\n",
+             `-q N`: N queue pairs, {} writes in all spread over them. ferrovia-perf drives \
+             each QP from a thread of its own (a `Node` each); ib_write_bw drives all of them \
+             from one thread. Under TCG the user-space side of posting and polling is \
+             expensive, so a second thread on the second vCPU helps ferrovia; the rows compare \
+             the two programs, not the QPs.\n",
             size_name(plan::QP_SIZE),
             plan::iterations(&Case {
                 transport: Transport::Verbs,
