@@ -6,6 +6,7 @@
 //! ```text
 //! request: 'Q' from:u32 key:u32
 //! reply:   'R' from:u32 key:u32 found:u8 access:u32 addr:u64 len:u64 iova:u64 n:u16 packed[n]
+//! revoke:  'V' from:u32 key:u32   (the owner deregistered the key)
 //! ```
 //! (little-endian)
 
@@ -18,6 +19,7 @@ pub(crate) const AM_ID: u32 = 0x4652; // "FR"
 
 const REQUEST: u8 = b'Q';
 const REPLY: u8 = b'R';
+const REVOKE: u8 = b'V';
 const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
 
 /// A decoded control message.
@@ -31,13 +33,20 @@ pub(crate) enum Control {
         key: u32,
         info: Option<KeyInfo>,
     },
+    /// `from` deregistered `key`: forget it.
+    KeyRevoke { from: u32, key: u32 },
 }
 
 impl Control {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
-            Control::KeyRequest { from, key } => {
-                let mut v = vec![REQUEST];
+            Control::KeyRequest { from, key } | Control::KeyRevoke { from, key } => {
+                let kind = if matches!(self, Control::KeyRequest { .. }) {
+                    REQUEST
+                } else {
+                    REVOKE
+                };
+                let mut v = vec![kind];
                 v.extend_from_slice(&from.to_le_bytes());
                 v.extend_from_slice(&key.to_le_bytes());
                 v
@@ -71,6 +80,7 @@ impl Control {
         let key = u32::from_le_bytes(r.take()?);
         match kind {
             REQUEST => r.0.is_empty().then_some(Control::KeyRequest { from, key }),
+            REVOKE => r.0.is_empty().then_some(Control::KeyRevoke { from, key }),
             REPLY => {
                 let found = r.take::<1>()?[0];
                 let access = u32::from_le_bytes(r.take()?);

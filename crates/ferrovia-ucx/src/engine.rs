@@ -411,6 +411,16 @@ impl Engine {
         if self.shutdown {
             return busy;
         }
+        while let Some((key, peers)) = self.dir.next_revoked() {
+            busy = true;
+            for peer in peers {
+                let msg = Control::KeyRevoke {
+                    from: self.me as u32,
+                    key,
+                };
+                self.send_control(peer, msg.encode());
+            }
+        }
         // SAFETY: the worker is used under the engine's lock only.
         busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
         busy |= self.handle_events();
@@ -919,12 +929,25 @@ impl Engine {
                 if from as usize >= self.peers.len() {
                     return malformed("unknown sender");
                 }
+                let info = self.dir.get(key);
+                if info.is_some() {
+                    self.dir.fetched_by(key, from as usize);
+                }
                 let reply = Control::KeyReply {
                     from: self.me as u32,
                     key,
-                    info: self.dir.get(key),
+                    info,
                 };
                 self.send_control(from as usize, reply.encode());
+            }
+            Some(Control::KeyRevoke { from, key }) => {
+                let Some(p) = self.peers.get_mut(from as usize) else {
+                    return malformed("unknown sender");
+                };
+                // Later accesses ask again, and find the key gone.
+                if let Some(RemoteKey::Ready { rkey, .. }) = p.keys.remove(&key) {
+                    self.dead_rkeys.push(rkey);
+                }
             }
             Some(Control::KeyReply { from, key, info }) => {
                 let peer = from as usize;

@@ -52,6 +52,10 @@ pub(crate) struct KeyDirectory {
     keys: RwLock<HashMap<u32, KeyInfo>>,
     /// Live `ucp_mem_map(ALLOCATE)` memory, by start address.
     allocations: parking_lot::Mutex<Vec<std::sync::Weak<Mapped>>>,
+    /// Which peers fetched each key (the progress thread notes them).
+    fetched: parking_lot::Mutex<HashMap<u32, Vec<usize>>>,
+    /// Keys deregistered since the progress thread last looked.
+    revoked: crossbeam::queue::SegQueue<u32>,
 }
 
 /// Memory UCX allocated (shared memory a peer on this host maps directly,
@@ -96,6 +100,22 @@ impl KeyDirectory {
 
     fn remove(&self, key: u32) {
         self.keys.write().remove(&key);
+        self.revoked.push(key);
+    }
+
+    /// Notes that `peer` fetched `key`.
+    pub(crate) fn fetched_by(&self, key: u32, peer: usize) {
+        let mut f = self.fetched.lock();
+        let peers = f.entry(key).or_default();
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+    }
+
+    /// The next deregistered key and the peers that fetched it.
+    pub(crate) fn next_revoked(&self) -> Option<(u32, Vec<usize>)> {
+        let key = self.revoked.pop()?;
+        Some((key, self.fetched.lock().remove(&key).unwrap_or_default()))
     }
 
     /// The UCX allocation holding `[addr, addr + len)`, if any.

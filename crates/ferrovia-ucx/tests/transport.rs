@@ -380,3 +380,32 @@ fn a_vanished_peer_fails_pending_work_with_a_typed_error_quickly() {
     );
     assert!(started.elapsed() < WAIT / 2, "took {:?}", started.elapsed());
 }
+
+#[test]
+fn a_deregistered_key_is_revoked_at_the_peers_that_used_it() {
+    let mut w = world(2);
+    let (a, b) = w.split_at_mut(1);
+    let (a, b) = (&mut a[0].0, &mut b[0].0);
+    let exposed = buf(b, &[3; 64], rw());
+    let remote = exposed.registration().remote().unwrap();
+    let mut dst = buf(a, &[0; 64], RegisterOptions::local());
+    let read = |a: &mut MultiChannel, dst: &mut RegisteredBuffer| {
+        a.scope(|tx| {
+            tx.post_read(PeerReadWorkRequest::new(
+                1,
+                ReadWorkRequest::new(Scatter::of(dst)?, remote)?,
+            ))?
+            .wait(WAIT)
+            .map(|_| ())
+        })
+    };
+    read(a, &mut dst).expect("the key is live");
+    assert!(dst.iter().all(|&x| x == 3));
+    drop(exposed);
+    // The owner's progress thread sends the revocation within its sleep
+    // period (100 ms); give it ample time.
+    std::thread::sleep(Duration::from_millis(500));
+    let err = read(a, &mut dst).expect_err("the key was revoked");
+    let e = err.closure().expect("the read failed");
+    assert_eq!(class(e), Some(WcClass::RemoteAccess), "{e}");
+}
