@@ -26,22 +26,22 @@ const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Control {
     /// `from` asks for `key`.
-    KeyRequest { from: u32, key: u32 },
+    Request { from: u32, key: u32 },
     /// `from` answers for `key`: `None` when it has no such registration.
-    KeyReply {
+    Reply {
         from: u32,
         key: u32,
         info: Option<KeyInfo>,
     },
     /// `from` deregistered `key`: forget it.
-    KeyRevoke { from: u32, key: u32 },
+    Revoke { from: u32, key: u32 },
 }
 
 impl Control {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
-            Control::KeyRequest { from, key } | Control::KeyRevoke { from, key } => {
-                let kind = if matches!(self, Control::KeyRequest { .. }) {
+            Control::Request { from, key } | Control::Revoke { from, key } => {
+                let kind = if matches!(self, Control::Request { .. }) {
                     REQUEST
                 } else {
                     REVOKE
@@ -51,7 +51,7 @@ impl Control {
                 v.extend_from_slice(&key.to_le_bytes());
                 v
             }
-            Control::KeyReply { from, key, info } => {
+            Control::Reply { from, key, info } => {
                 let packed = info.as_ref().map_or(&[][..], |i| &i.packed[..]);
                 let mut v = Vec::with_capacity(REPLY_FIXED + packed.len());
                 v.push(REPLY);
@@ -79,8 +79,8 @@ impl Control {
         let from = u32::from_le_bytes(r.take()?);
         let key = u32::from_le_bytes(r.take()?);
         match kind {
-            REQUEST => r.0.is_empty().then_some(Control::KeyRequest { from, key }),
-            REVOKE => r.0.is_empty().then_some(Control::KeyRevoke { from, key }),
+            REQUEST => r.0.is_empty().then_some(Control::Request { from, key }),
+            REVOKE => r.0.is_empty().then_some(Control::Revoke { from, key }),
             REPLY => {
                 let found = r.take::<1>()?[0];
                 let access = u32::from_le_bytes(r.take()?);
@@ -102,7 +102,7 @@ impl Control {
                     }),
                     _ => return None,
                 };
-                Some(Control::KeyReply { from, key, info })
+                Some(Control::Reply { from, key, info })
             }
             _ => None,
         }
@@ -136,13 +136,13 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         for m in [
-            Control::KeyRequest { from: 3, key: 9 },
-            Control::KeyReply {
+            Control::Request { from: 3, key: 9 },
+            Control::Reply {
                 from: 1,
                 key: 2,
                 info: Some(info()),
             },
-            Control::KeyReply {
+            Control::Reply {
                 from: 1,
                 key: 2,
                 info: None,
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_refused() {
-        let good = Control::KeyReply {
+        let good = Control::Reply {
             from: 1,
             key: 2,
             info: Some(info()),
@@ -172,7 +172,7 @@ mod tests {
         let mut bad_flag = good;
         bad_flag[9] = 7;
         assert_eq!(Control::decode(&bad_flag), None);
-        let mut req = Control::KeyRequest { from: 0, key: 1 }.encode();
+        let mut req = Control::Request { from: 0, key: 1 }.encode();
         req.push(1);
         assert_eq!(Control::decode(&req), None);
         assert_eq!(Control::decode(&[]), None);

@@ -414,7 +414,7 @@ impl Engine {
         while let Some((key, peers)) = self.dir.next_revoked() {
             busy = true;
             for peer in peers {
-                let msg = Control::KeyRevoke {
+                let msg = Control::Revoke {
                     from: self.me as u32,
                     key,
                 };
@@ -600,7 +600,7 @@ impl Engine {
                         None => {
                             p.keys.insert(key, RemoteKey::Requested);
                             let me = self.me as u32;
-                            self.send_control(peer, Control::KeyRequest { from: me, key }.encode());
+                            self.send_control(peer, Control::Request { from: me, key }.encode());
                             return;
                         }
                         Some(RemoteKey::Requested) => return,
@@ -925,7 +925,7 @@ impl Engine {
         };
         match Control::decode(bytes) {
             None => malformed("does not decode"),
-            Some(Control::KeyRequest { from, key }) => {
+            Some(Control::Request { from, key }) => {
                 if from as usize >= self.peers.len() {
                     return malformed("unknown sender");
                 }
@@ -933,14 +933,14 @@ impl Engine {
                 if info.is_some() {
                     self.dir.fetched_by(key, from as usize);
                 }
-                let reply = Control::KeyReply {
+                let reply = Control::Reply {
                     from: self.me as u32,
                     key,
                     info,
                 };
                 self.send_control(from as usize, reply.encode());
             }
-            Some(Control::KeyRevoke { from, key }) => {
+            Some(Control::Revoke { from, key }) => {
                 let Some(p) = self.peers.get_mut(from as usize) else {
                     return malformed("unknown sender");
                 };
@@ -949,7 +949,7 @@ impl Engine {
                     self.dead_rkeys.push(rkey);
                 }
             }
-            Some(Control::KeyReply { from, key, info }) => {
+            Some(Control::Reply { from, key, info }) => {
                 let peer = from as usize;
                 let Some(p) = self.peers.get_mut(peer) else {
                     return malformed("unknown sender");
