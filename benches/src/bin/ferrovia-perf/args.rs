@@ -18,6 +18,8 @@ pub(crate) struct Args {
     pub(crate) iters: usize,
     pub(crate) tx_depth: usize,
     pub(crate) qps: usize,
+    /// Work requests per post list (one doorbell, the last signalled).
+    pub(crate) post_list: usize,
     pub(crate) device: Option<String>,
     pub(crate) port: u16,
     pub(crate) server: Option<String>,
@@ -31,7 +33,7 @@ impl Args {
 
 pub(crate) fn usage() -> String {
     format!(
-        "usage: ferrovia-perf {} [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-a] [-d DEVICE] [-p PORT] [SERVER]",
+        "usage: ferrovia-perf {} [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEVICE] [-p PORT] [SERVER]",
         TESTS.join("|")
     )
 }
@@ -49,6 +51,7 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
         test,
         tx_depth: 128,
         qps: 1,
+        post_list: 16,
         device: None,
         port: 18515,
         server: None,
@@ -64,6 +67,7 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
             "-n" | "--iters" => a.iters = num(&flag, it.next())?,
             "-t" | "--tx-depth" => a.tx_depth = num(&flag, it.next())?,
             "-q" | "--qp" => a.qps = num(&flag, it.next())?,
+            "-l" | "--post-list" => a.post_list = num(&flag, it.next())?,
             "-a" | "--all" => a.sizes = (1..=23).map(|p| 1usize << p).collect(),
             "-d" | "--ib-dev" => a.device = Some(it.next().ok_or("-d needs a device name")?),
             "-p" | "--port" => {
@@ -75,8 +79,8 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
             other => return Err(format!("unknown flag {other:?}\n{}", usage())),
         }
     }
-    if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.sizes.contains(&0) {
-        return Err("sizes, iterations, tx depth and QPs must be positive".into());
+    if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
+        return Err("sizes, iterations, tx depth, QPs and post lists must be positive".into());
     }
     if a.qps > 1 && !a.is_bandwidth() {
         return Err("-q applies to the bandwidth tests".into());
@@ -97,7 +101,8 @@ mod tests {
 
     #[test]
     fn perftest_flags_parse() {
-        let a = p("read_bw -s 4096 -n 10 -t 64 -q 4 -d rxe0 -p 9000 10.0.0.1").unwrap();
+        let a = p("read_bw -s 4096 -n 10 -t 64 -q 4 -l 4 -d rxe0 -p 9000 10.0.0.1").unwrap();
+        assert_eq!(a.post_list, 4);
         assert_eq!(a.sizes, [4096]);
         assert_eq!((a.iters, a.tx_depth, a.qps, a.port), (10, 64, 4, 9000));
         assert_eq!(a.device.as_deref(), Some("rxe0"));
@@ -113,6 +118,7 @@ mod tests {
             "atomic_bw",
             "write_bw -s",
             "write_bw -s 0",
+            "write_bw -l 0",
             "write_bw -n x",
             "write_lat -q 2",
             "write_bw a b",

@@ -13,8 +13,8 @@ use ferrovia::{
     TransportError, WriteWorkRequest,
 };
 
+use crate::WAIT;
 use crate::args::Args;
-use crate::{LIST, WAIT};
 
 /// At most this much memory for rings of receive or read buffers (more
 /// would measure DRAM, not the transport: perftest reuses one buffer).
@@ -28,7 +28,7 @@ pub(crate) struct Measured {
     /// aggregate spans the earliest start to the latest end).
     pub(crate) start: Instant,
     pub(crate) end: Instant,
-    /// Best rate over a window of `LIST` operations, MB/s.
+    /// Best rate over a window of operations, MB/s.
     pub(crate) peak: f64,
 }
 
@@ -39,7 +39,7 @@ fn ring_slots(size: usize, args: &Args) -> usize {
         .min((RING_BYTES / size).max(1))
 }
 
-/// Rates over windows of `LIST` completions.
+/// Rates over windows of completions.
 struct Peak {
     last: Instant,
     count: usize,
@@ -58,7 +58,7 @@ impl Peak {
             count: 0,
             best: 0.0,
             size,
-            window: args.tx_depth.max(LIST).max(args.iters / 10),
+            window: args.tx_depth.max(args.post_list).max(args.iters / 10),
         }
     }
 
@@ -115,15 +115,16 @@ pub(crate) fn run(
     }))
 }
 
-/// Lists of `LIST` posts (one doorbell, last signalled), `tx_depth` in
+/// Lists of `post_list` posts (one doorbell, last signalled), `tx_depth` in
 /// flight; `post` posts one list and returns its last handle.
 fn pipeline<'scope, 'env>(
     size: usize,
     args: &Args,
     mut post: impl FnMut() -> Result<ScopedPendingWork<'scope, 'env>, TransportError>,
 ) -> Result<(usize, f64), TransportError> {
-    let lists = args.iters.div_ceil(LIST);
-    let in_flight = (args.tx_depth / LIST).max(1);
+    let list = args.post_list;
+    let lists = args.iters.div_ceil(list);
+    let in_flight = (args.tx_depth / list).max(1);
     let mut peak = Peak::new(size, args);
     let mut pending = VecDeque::new();
     for _ in 0..lists {
@@ -132,14 +133,14 @@ fn pipeline<'scope, 'env>(
         {
             let h: ScopedPendingWork<'_, '_> = h;
             h.spin_poll()?;
-            peak.completed(LIST);
+            peak.completed(list);
         }
         pending.push_back(post()?);
     }
     for h in pending {
         h.spin_poll()?;
     }
-    Ok((lists * LIST, peak.best))
+    Ok((lists * list, peak.best))
 }
 
 fn write(
@@ -153,7 +154,7 @@ fn write(
     let start = Instant::now();
     let (ops, peak) = node.scope(|s| {
         let g = [Gather::of(&src)?];
-        let wrs = [WriteWorkRequest::new(&g, remote)?; LIST];
+        let wrs = vec![WriteWorkRequest::new(&g, remote)?; args.post_list];
         pipeline(size, args, || {
             let mut hs = s.post_write_list(0, &wrs)?;
             hs.pop()
@@ -170,7 +171,7 @@ fn send(node: &mut Node, size: usize, args: &Args) -> Result<(usize, f64, Instan
         // The server's receives are posted once it reaches this barrier.
         s.barrier(&[0, 1], WAIT)?;
         let g = [Gather::of(&src)?];
-        let wrs = [SendWorkRequest::new(&g)?; LIST];
+        let wrs = vec![SendWorkRequest::new(&g)?; args.post_list];
         pipeline(size, args, || {
             let mut hs = s.post_send_list(0, &wrs)?;
             hs.pop()
@@ -184,7 +185,7 @@ fn send(node: &mut Node, size: usize, args: &Args) -> Result<(usize, f64, Instan
 /// The `send_bw` server: a ring of receives, reposted as each completes.
 fn receive_ring(node: &mut Node, size: usize, args: &Args) -> Result<(), NodeError> {
     let slots = ring_slots(size, args);
-    let total = args.iters.div_ceil(LIST) * LIST;
+    let total = args.iters.div_ceil(args.post_list) * args.post_list;
     let mut ring = node
         .registry()
         .alloc(slots * size, RegisterOptions::local())?;

@@ -3,7 +3,7 @@
 //! `ucx_perftest` over UCX (`FERROVIA_BACKEND=ucx`).
 //!
 //! ```text
-//! ferrovia-perf write_bw|read_bw|send_bw    [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-a] [-d DEV] [-p PORT] [SERVER]
+//! ferrovia-perf write_bw|read_bw|send_bw    [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf write_lat|read_lat|send_lat [-s SIZE] [-n ITERS] [-a] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf barrier                     [-n ITERS] [-p PORT] [SERVER]
 //! ```
@@ -28,8 +28,6 @@ use ferrovia::{ChannelBuilder, Node, NodeError};
 use crate::args::Args;
 
 const WAIT: Duration = Duration::from_secs(60);
-/// Operations per post list.
-const LIST: usize = 16;
 
 fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
     let port = usize::from(args.port) + qp;
@@ -37,7 +35,7 @@ fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
         None => (0, format!("0.0.0.0:{port}")),
         Some(host) => (1, format!("{host}:{port}")),
     };
-    let depth = args.tx_depth.max(LIST) as u32;
+    let depth = args.tx_depth.max(args.post_list) as u32;
     let mut channel = ChannelBuilder::default()
         .send_depth(depth)
         .recv_depth(depth);
@@ -98,7 +96,7 @@ fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
         let secs = (last - first).as_secs_f64();
         let avg = bytes / secs / report::MB;
         let peak: f64 = per_qp.iter().map(|m| m.peak).sum::<f64>().max(avg);
-        let iters = args.iters.div_ceil(LIST) * LIST * args.qps;
+        let iters = args.iters.div_ceil(args.post_list) * args.post_list * args.qps;
         report::bw_row(size, iters, peak, avg);
     }
     Ok(())
