@@ -205,7 +205,8 @@ pub(crate) fn sweep_until(program: &Path, file: &Path, deadline: Option<Instant>
     Ok(all_good)
 }
 
-fn append(file: &Path, line: &str) -> Result<()> {
+/// Appends one record line to a sweep's results file.
+pub(crate) fn append(file: &Path, line: &str) -> Result<()> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -561,7 +561,7 @@ impl Engine {
     fn enqueue(&mut self, peer: usize, op: SendOp) {
         let Some(p) = self.peers.get_mut(peer) else {
             self.shared
-                .complete(error_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
+                .complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
             return;
         };
         p.push(op);
@@ -718,12 +718,12 @@ impl Engine {
             None => {
                 return self
                     .shared
-                    .complete(error_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
+                    .complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
             }
             Some(p) if p.failed.is_some() => {
                 return self
                     .shared
-                    .complete(error_completion(op.wr_id, ffi::UCS_ERR_CANCELED));
+                    .complete(send_completion(op.wr_id, ffi::UCS_ERR_CANCELED));
             }
             Some(_) => {}
         }
@@ -832,13 +832,7 @@ impl Engine {
                 let shared = &self.shared;
                 self.peers[peer].retire(|e| {
                     if e.op.signaled || e.status != ffi::UCS_OK {
-                        shared.complete(Completion {
-                            wr_id: e.op.wr_id,
-                            status: wc_status(e.status),
-                            vendor_err: vendor_err(e.status),
-                            byte_len: 0,
-                            imm: None,
-                        });
+                        shared.complete(send_completion(e.op.wr_id, e.status));
                         completed = true;
                     }
                 });
@@ -914,7 +908,6 @@ impl Engine {
             byte_len: if ok && !write { ev.len as u32 } else { 0 },
             imm: if ok { tag::imm_of(ev.tag) } else { None },
         });
-        let _ = state.peer;
         true
     }
 
@@ -1087,7 +1080,9 @@ impl Drop for Engine {
     }
 }
 
-fn error_completion(wr_id: u64, status: ffi::ucs_status_t) -> Completion {
+/// The completion of a send-queue op (or of any op refused before UCX saw
+/// it): no bytes, no immediate.
+fn send_completion(wr_id: u64, status: ffi::ucs_status_t) -> Completion {
     Completion {
         wr_id,
         status: wc_status(status),

@@ -21,6 +21,17 @@ pub enum UcxError {
     /// The progress thread could not start, or is gone.
     #[error("UCX progress thread: {0}")]
     ProgressThread(String),
+    /// `ucp_mem_map(ALLOCATE)` returned memory that is too short, NULL or
+    /// not page-aligned.
+    #[error("ucp_mem_map allocated {got} bytes at {addr:#x} for {asked}, unaligned or too short")]
+    UnusableAllocation {
+        /// Bytes asked for.
+        asked: usize,
+        /// Bytes UCX reported.
+        got: usize,
+        /// Where.
+        addr: usize,
+    },
     /// `connect` was called twice.
     #[error("the UCX transport is already connected")]
     AlreadyConnected,

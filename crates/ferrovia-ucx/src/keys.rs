@@ -308,16 +308,16 @@ impl UcxRegistrar {
         })?;
         let ptr = attr.address.cast::<u8>();
         let page = ferrovia_verbs::page_size();
+        let unusable = || UcxError::UnusableAllocation {
+            asked: len,
+            got: attr.length,
+            addr: ptr as usize,
+        };
         let Some(nn) = std::ptr::NonNull::new(ptr) else {
-            return Err(UcxError::ProgressThread(
-                "ucp_mem_map returned no address".into(),
-            ));
+            return Err(unusable());
         };
         if attr.length < len || !(ptr as usize).is_multiple_of(page) {
-            return Err(UcxError::ProgressThread(format!(
-                "ucp_mem_map allocated {} bytes at {ptr:p} for {len}",
-                attr.length
-            )));
+            return Err(unusable());
         }
         // SAFETY: UCX allocated `attr.length` writable bytes at `ptr`, used
         // by nothing else yet; MrRegistry::alloc promises zeroes.

@@ -23,9 +23,9 @@ mod parse;
 mod plan;
 mod report;
 
+use crate::bench::append;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -423,13 +423,4 @@ fn measure(
         rep,
         outcome,
     })
-}
-
-fn append(file: &Path, line: &str) -> Result<()> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .and_then(|mut f| writeln!(f, "{line}"))
-        .map_err(|e| io_failure(format!("cannot write {}", file.display()), e))
 }
