@@ -409,3 +409,29 @@ fn a_deregistered_key_is_revoked_at_the_peers_that_used_it() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(read(a, &mut dst), Err(Some(WcClass::RemoteAccess)));
 }
+
+#[test]
+fn an_abandoned_receive_is_cancelled_at_the_drain_deadline_before_the_scope_returns() {
+    let mut w = world(2);
+    let (a, _) = &mut w[0];
+    let mut inbox = buf(a, &[0; 16], RegisterOptions::local());
+    let started = std::time::Instant::now();
+    let err = a
+        .scope(|rx| {
+            rx.set_drain_deadline(Duration::from_millis(200));
+            // Nobody sends: the handle is dropped with UCX still holding
+            // the buffer; the scope must cancel it and wait for UCX.
+            drop(rx.post_receive(PeerReceiveWorkRequest::new(
+                1,
+                ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+            ))?);
+            Ok::<_, TransportError>(())
+        })
+        .unwrap_err();
+    let drain = err.drain().expect("the drain reports the flushed receive");
+    assert_eq!(drain.flushed.len(), 1, "{drain}");
+    assert!(started.elapsed() < WAIT, "took {:?}", started.elapsed());
+    // The buffer is ours again, and usable.
+    inbox.fill(7);
+    assert!(inbox.iter().all(|&x| x == 7));
+}
