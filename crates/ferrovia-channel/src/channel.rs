@@ -213,6 +213,7 @@ impl Channel {
                 Some(c) => TransportError::Completion(*c),
                 None => TransportError::Config(d.to_string()),
             },
+            nested @ ScopeError::Nested => TransportError::Config(nested.to_string()),
         })
     }
 

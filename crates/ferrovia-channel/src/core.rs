@@ -1,7 +1,7 @@
 //! The engine behind every scope: posting into slots, routing
 //! completions, waiting with deadlines, draining and flushing.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,12 +26,24 @@ const FLUSH_GRACE: Duration = Duration::from_secs(30);
 /// Opaque; reached through [`ScopeTarget`](crate::ScopeTarget).
 pub struct ChannelCore {
     pub(crate) transport: Arc<dyn Transport>,
+    /// Whether a scope over this engine is open (scopes do not nest).
+    scope_open: Cell<bool>,
     pub(crate) slots: RefCell<Slots>,
     /// Where polled completions land: kept, so polling zeroes nothing.
     batch: RefCell<[Completion; BATCH]>,
     broken: RefCell<Vec<bool>>,
     pub(crate) cfg: ChannelConfig,
     max_inline: Vec<u32>,
+}
+
+/// An open scope over an engine; closes it when dropped (also when the
+/// scope unwinds).
+pub(crate) struct ScopeGuard<'a>(&'a Cell<bool>);
+
+impl Drop for ScopeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 /// What a posted request's handle refers to.
@@ -85,6 +97,7 @@ impl ChannelCore {
         let recvs: Vec<u32> = (0..peers).map(|p| transport.recv_depth(p)).collect();
         let max_inline = (0..peers).map(|p| transport.max_inline(p)).collect();
         ChannelCore {
+            scope_open: Cell::new(false),
             slots: RefCell::new(Slots::new(&sends, &recvs)),
             batch: RefCell::new([Completion::default(); BATCH]),
             broken: RefCell::new(vec![false; peers]),
@@ -96,6 +109,11 @@ impl ChannelCore {
 
     pub(crate) fn peers(&self) -> usize {
         self.transport.peers()
+    }
+
+    /// Marks a scope open until the guard drops; `None` if one already is.
+    pub(crate) fn open_scope(&self) -> Option<ScopeGuard<'_>> {
+        (!self.scope_open.replace(true)).then_some(ScopeGuard(&self.scope_open))
     }
 
     fn check_peer(&self, peer: usize) -> TransportResult<()> {
@@ -201,8 +219,15 @@ impl ChannelCore {
         self.reserve(peer, Queue::Send)?;
         let (index, epoch) = self.alloc(peer, Queue::Send, bufs)?;
         let op = self.build_op(peer, wr_id(index, epoch), &spec, scatter, true);
-        // SAFETY: the buffers are borrowed for 'env by the request, and
-        // the scope that posted it drains it before 'env ends.
+        // SAFETY: every SGE comes from a `Gather<'env>` (a shared borrow
+        // of Local memory, which nothing can write while it lasts, or of
+        // Shared memory, changed only atomically) or a `Scatter<'env>`
+        // moved into the request (an exclusive borrow nobody else holds).
+        // Those borrows last until the scope over this core ends; the
+        // scope posts only to this core (fixed when it opened), no other
+        // scope over it can open meanwhile (`open_scope`), and before it
+        // returns it drains the core: every op is reported complete or
+        // flushed, so the memory outlives the op as the contract asks.
         if let Err(e) = unsafe { self.transport.post_send(peer, &[op]) } {
             self.slots.borrow_mut().unpost(index);
             return Err(e);
@@ -242,7 +267,10 @@ impl ChannelCore {
                 ops[i] = self.build_op(peer, wr_id(index, epoch), spec, &[], signaled);
                 out.push(Ticket { index, epoch });
             }
-            // SAFETY: as in post_send.
+            // SAFETY: each op's SGEs come from the `Gather<'env>`s of its
+            // spec, borrowed until the scope over this core ends, and the
+            // scope drains every op of this core before that; see
+            // `post_send` for the full argument, which holds per op.
             if let Err(e) = unsafe { self.transport.post_send(peer, &ops[..chunk.len()]) } {
                 let mut slots = self.slots.borrow_mut();
                 for t in out.drain(first..) {
@@ -302,7 +330,11 @@ impl ChannelCore {
             sges,
             num_sge: n,
         };
-        // SAFETY: as in post_send.
+        // SAFETY: the SGEs come from `Scatter<'env>`s moved into the
+        // receive request: exclusive borrows nobody else can use until the
+        // slot hands them back after the completion (scope.rs `finish`), or
+        // until the scope ends, which drains every op of this core first
+        // (see `post_send`).
         if let Err(e) = unsafe { self.transport.post_recv(peer, &[op]) } {
             self.slots.borrow_mut().unpost(index);
             return Err(e);

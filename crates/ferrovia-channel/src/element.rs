@@ -3,17 +3,20 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 
-use ferrovia_mr::{MrError, RegisteredMemory, Registration};
+use ferrovia_mr::{Access, Local, MemoryRegionView, MrError, RegisteredMemory, Registration};
 use ferrovia_verbs::{AccessFlags, Sge};
 
 use crate::error::{TransportError, TransportResult};
 
 fn sge_for(reg: &Registration<'_>, bytes: &[u8]) -> TransportResult<Sge> {
-    let len =
-        u32::try_from(bytes.len()).map_err(|_| TransportError::TooLong { len: bytes.len() })?;
-    let view = reg.view_of(bytes)?;
-    // The NIC addresses local memory in the registration's RDMA address
-    // space (which differs from the virtual one when zero-based).
+    sge_of(reg.view_of(bytes)?)
+}
+
+/// The element of a view: the NIC addresses local memory in the
+/// registration's RDMA address space (which differs from the virtual one
+/// when zero-based).
+fn sge_of(view: MemoryRegionView) -> TransportResult<Sge> {
+    let len = u32::try_from(view.size).map_err(|_| TransportError::TooLong { len: view.size })?;
     Ok(Sge::new(view.rdma_addr as u64, len, view.lkey))
 }
 
@@ -34,18 +37,27 @@ impl<'env> Gather<'env> {
         })
     }
 
-    /// All of a registered buffer.
-    pub fn of(buf: &'env RegisteredMemory<'_>) -> TransportResult<Gather<'env>> {
-        Self::new(buf.registration(), buf)
+    /// All of a registered buffer, [`Local`] or
+    /// [`Shared`](ferrovia_mr::Shared). (The device reads shared memory
+    /// as it finds it: a peer's write or the program's atomic store while
+    /// the request is posted may or may not be sent.)
+    pub fn of<A: Access>(buf: &'env RegisteredMemory<'_, A>) -> TransportResult<Gather<'env>> {
+        Self::range(buf, 0..buf.len())
     }
 
     /// `range` of a registered buffer.
-    pub fn range(
-        buf: &'env RegisteredMemory<'_>,
+    pub fn range<A: Access>(
+        buf: &'env RegisteredMemory<'_, A>,
         range: Range<usize>,
     ) -> TransportResult<Gather<'env>> {
-        let bytes = buf.get(range.clone()).ok_or(out_of(buf, &range))?;
-        Self::new(buf.registration(), bytes)
+        let (addr, _) = buf.checked_range(range.clone())?;
+        let view = buf
+            .registration()
+            .view_at(addr - buf.registration().addr(), range.len())?;
+        Ok(Gather {
+            sge: sge_of(view)?,
+            _bytes: PhantomData,
+        })
     }
 
     /// Length in bytes.
@@ -92,15 +104,17 @@ impl<'env> Scatter<'env> {
         })
     }
 
-    /// All of a registered buffer.
-    pub fn of(buf: &'env mut RegisteredMemory<'_>) -> TransportResult<Scatter<'env>> {
+    /// All of a registered [`Local`] buffer. (Shared memory cannot be a
+    /// receive or read target: the completed request hands the bytes back
+    /// as a slice.)
+    pub fn of(buf: &'env mut RegisteredMemory<'_, Local>) -> TransportResult<Scatter<'env>> {
         let (bytes, reg) = buf.split_mut();
         Self::new(reg, bytes)
     }
 
-    /// `range` of a registered buffer.
+    /// `range` of a registered [`Local`] buffer.
     pub fn range(
-        buf: &'env mut RegisteredMemory<'_>,
+        buf: &'env mut RegisteredMemory<'_, Local>,
         range: Range<usize>,
     ) -> TransportResult<Scatter<'env>> {
         let err = out_of(buf, &range);
@@ -149,7 +163,7 @@ impl<'env> Scatter<'env> {
     }
 }
 
-fn out_of(buf: &RegisteredMemory<'_>, range: &Range<usize>) -> TransportError {
+fn out_of(buf: &RegisteredMemory<'_, Local>, range: &Range<usize>) -> TransportError {
     MrError::OutOfRange {
         id: buf.registration().id(),
         offset: range.start as u64,

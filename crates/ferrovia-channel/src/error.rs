@@ -125,6 +125,10 @@ pub enum ScopeError<E> {
         /// The drain's.
         drain: DrainError,
     },
+    /// A scope over the same channel is already open (scopes over one
+    /// channel do not nest); the closure did not run.
+    #[error("a scope over this channel is already open; scopes over one channel do not nest")]
+    Nested,
 }
 
 impl<E> ScopeError<E> {
@@ -132,7 +136,7 @@ impl<E> ScopeError<E> {
     pub fn closure(&self) -> Option<&E> {
         match self {
             ScopeError::Closure(e) | ScopeError::Both { closure: e, .. } => Some(e),
-            ScopeError::Drain(_) => None,
+            ScopeError::Drain(_) | ScopeError::Nested => None,
         }
     }
 
@@ -140,7 +144,7 @@ impl<E> ScopeError<E> {
     pub fn drain(&self) -> Option<&DrainError> {
         match self {
             ScopeError::Drain(d) | ScopeError::Both { drain: d, .. } => Some(d),
-            ScopeError::Closure(_) => None,
+            ScopeError::Closure(_) | ScopeError::Nested => None,
         }
     }
 }

@@ -18,7 +18,8 @@ use crate::slots::{RawBuf, error_of};
 /// [`MultiChannel`](crate::MultiChannel), or a type built on a
 /// [`ChannelCore`] over any [`Transport`](crate::Transport).
 pub trait ScopeTarget {
-    /// The engine posts go through.
+    /// The engine posts go through. A scope asks once, when it opens, and
+    /// posts to and drains that engine only.
     fn core(&self) -> &ChannelCore;
 }
 
@@ -33,6 +34,9 @@ pub trait ScopeTarget {
 /// `mem::forget` on a handle cannot end a borrow early.
 pub struct PollingScope<'scope, 'env: 'scope, C: ?Sized> {
     pub(crate) target: &'env C,
+    /// The target's engine, asked for once: every post and the drain go to
+    /// this one, whatever `ScopeTarget::core` would answer later.
+    core: &'env ChannelCore,
     pub(crate) deadline: Duration,
     _scope: PhantomData<&'scope mut &'scope ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -198,7 +202,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
     }
 
     pub(crate) fn core(&self) -> &'scope ChannelCore {
-        self.target.core()
+        self.core
     }
 
     pub(crate) fn handle(&self, t: Ticket) -> ScopedPendingWork<'scope, 'env> {
@@ -213,22 +217,30 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
 }
 
 /// Runs `f` in a scope over `target`, then drains. Used by every scope
-/// entry point.
+/// entry point. Fails with [`ScopeError::Nested`] (without running `f`)
+/// if a scope over the same engine is already open: a scope's drain
+/// settles every request of its engine, which would end an enclosing
+/// scope's requests behind its handles' backs.
 pub fn run_scope<'env, C, F, T, E>(target: &'env C, manual: bool, f: F) -> Result<T, ScopeError<E>>
 where
     C: ScopeTarget + ?Sized,
     F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, C>) -> Result<T, E>,
 {
+    let core = target.core();
+    let Some(_open) = core.open_scope() else {
+        return Err(ScopeError::Nested);
+    };
     let mut scope = PollingScope {
         target,
-        deadline: target.core().cfg.drain_deadline,
+        core,
+        deadline: core.cfg.drain_deadline,
         _scope: PhantomData,
         _env: PhantomData,
     };
     // A panic in the closure must not skip the drain: unwind only after
     // the device is done with every borrowed buffer.
     let outcome = catch_unwind(AssertUnwindSafe(|| f(&mut scope)));
-    let drained = target.core().drain(scope.deadline, manual);
+    let drained = core.drain(scope.deadline, manual);
     let result = match outcome {
         Ok(r) => r,
         Err(panic) => resume_unwind(panic),

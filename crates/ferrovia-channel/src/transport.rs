@@ -12,7 +12,30 @@ use crate::op::{Completion, RecvOp, SendOp};
 /// Completions of one peer's send queue arrive in posting order, and an
 /// unsignalled send is complete once a later send of the same peer
 /// completes (RC semantics).
-pub trait Transport: Send + Sync {
+///
+/// # Safety
+/// The scoped core hands buffers back to safe code, and ends their
+/// borrows, on the transport's word. An implementation promises that:
+/// - a completion reported by `poll` or `wait` carries the `wr_id` of an
+///   op posted through `post_send`/`post_recv` that is not yet reported,
+///   and once it is reported the transport no longer reads or writes that
+///   op's memory (nor, on a send queue, the memory of the unsignalled ops
+///   posted before it to the same peer);
+/// - ops are reported in posting order per peer and per queue, each once;
+/// - a receive's `byte_len` is the number of bytes written into its SGEs,
+///   never more than their total length;
+/// - after `flush(peer)` returns `Ok`, every outstanding op of that peer
+///   is reported (with a flush status if it did not complete) by later
+///   `poll`/`wait` calls, and until then the transport touches only the
+///   memory of ops not yet reported;
+/// - `peers()`, `send_depth`, `recv_depth` and `max_inline` stay constant,
+///   and the transport accepts as many outstanding ops as the depths say;
+/// - an op's memory is accessed only as its kind says: sends and writes
+///   read their SGEs, receives and reads write theirs (reads: at most their
+///   total length), and SGE keys are honoured (an SGE outside the
+///   registration its `lkey` names fails the op instead of touching
+///   memory).
+pub unsafe trait Transport: Send + Sync {
     /// Number of peers.
     fn peers(&self) -> usize;
     /// Send-queue depth towards `peer`.
@@ -27,8 +50,12 @@ pub trait Transport: Send + Sync {
     /// posted when it fails.
     ///
     /// # Safety
-    /// Every SGE's memory must stay valid, and not be accessed in ways that
-    /// race with the transport, until the op completes or is flushed.
+    /// Every SGE's memory must stay allocated until the op, or a later
+    /// signalled op of the same peer, is reported complete or flushed.
+    /// Until then the program must not touch a read's target at all, and
+    /// may change a send's or write's source only by atomic stores to
+    /// `Shared` memory (which the transport reads as it finds it, like
+    /// DMA). The transport checks keys itself (see the trait's contract).
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()>;
 
     /// Posts receives from `peer`.

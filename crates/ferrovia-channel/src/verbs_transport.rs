@@ -94,7 +94,14 @@ fn to_completion(wc: &WorkCompletion) -> Completion {
     }
 }
 
-impl Transport for VerbsTransport {
+// SAFETY: the contract is the verbs RC contract, which the device keeps:
+// completions come from one CQ shared by this transport's QPs only, carry
+// the wr_id they were posted with, in posting order per QP, once each; a
+// receive's byte_len is bounded by its SGEs; `to_error` (flush) makes the
+// device complete every outstanding WR with IBV_WC_WR_FLUSH_ERR; the device
+// checks every SGE against its lkey's registration in this QP's PD; the
+// caps are fixed when the QPs are created.
+unsafe impl Transport for VerbsTransport {
     fn peers(&self) -> usize {
         self.qps.len()
     }
@@ -115,7 +122,12 @@ impl Transport for VerbsTransport {
         let qp = self.qp(peer)?;
         if let [op] = ops {
             let mut wr = to_wr(op, op.sges());
-            // SAFETY: forwarded to the caller's contract.
+            // SAFETY: `QueuePair::post_send` needs every SGE's memory kept
+            // allocated and race-free until the op (or a later signalled
+            // one) completes or is flushed: our caller promises exactly
+            // that (`Transport::post_send`), and this transport reports a
+            // completion only when the CQ does. Keys need no promise: the
+            // device checks each lkey against the QP's PD and range.
             return Ok(unsafe { qp.post_send(&mut wr) }?);
         }
         for chunk in ops.chunks(CHUNK) {
@@ -125,8 +137,9 @@ impl Transport for VerbsTransport {
             });
             let wrs = &mut wrs[..chunk.len()];
             ferrovia_verbs::link_send(wrs);
-            // SAFETY: forwarded to the caller's contract; the list was
-            // just linked within `wrs`.
+            // SAFETY: as for the single op above, for every op of the
+            // chunk; `link_send` chained `wrs` into one list that lives in
+            // this stack frame until `post_send` returns.
             unsafe { qp.post_send(&mut wrs[0]) }?;
         }
         Ok(())
@@ -141,7 +154,10 @@ impl Transport for VerbsTransport {
             });
             let wrs = &mut wrs[..chunk.len()];
             ferrovia_verbs::link_recv(wrs);
-            // SAFETY: forwarded to the caller's contract.
+            // SAFETY: `QueuePair::post_recv` needs every SGE's memory kept
+            // allocated and untouched by the program until completion or
+            // flush: our caller's contract (`Transport::post_recv`). The
+            // linked list lives in `wrs` until the call returns.
             unsafe { qp.post_recv(&mut wrs[0]) }?;
         }
         Ok(())

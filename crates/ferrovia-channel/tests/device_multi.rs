@@ -28,8 +28,11 @@ fn every_operation_with_three_peers() {
         .registry()
         .register_buffer(pattern(200, 77), RegisterOptions::local())
         .unwrap();
-    let mut leaf_in: Vec<_> = (0..PEERS)
-        .map(|i| buf(&leaves[i], &[0; 256], remote_rw()))
+    let leaf_in: Vec<_> = (0..PEERS)
+        .map(|i| buf(&leaves[i], &[0; 128], remote_rw()))
+        .collect();
+    let mut leaf_rx: Vec<_> = (0..PEERS)
+        .map(|i| buf(&leaves[i], &[0; 128], RegisterOptions::local()))
         .collect();
     let leaf_remote: Vec<_> = leaf_in
         .iter()
@@ -103,8 +106,8 @@ fn every_operation_with_three_peers() {
                         .map(|p| PeerSendWorkRequest::new(p, SendWorkRequest::new(&all).unwrap())),
                 )?
             };
-            for (leaf, inbox) in leaves.iter_mut().zip(leaf_in.iter_mut()) {
-                let n = leaf.receive(Scatter::range(inbox, 100..200)?)?;
+            for (leaf, inbox) in leaves.iter_mut().zip(leaf_rx.iter_mut()) {
+                let n = leaf.receive(Scatter::range(inbox, 0..100)?)?;
                 assert_eq!(n, 20);
             }
             for h in hs {
@@ -114,9 +117,12 @@ fn every_operation_with_three_peers() {
         Ok::<_, TransportError>(())
     })
     .unwrap();
-    for (p, inbox) in leaf_in.iter().enumerate() {
-        assert_eq!(&inbox[..50], &pattern(200, 77)[p * 50..p * 50 + 50]);
-        assert_eq!(&inbox[100..120], &pattern(200, 77)[..20]);
+    for (p, (written, received)) in leaf_in.iter().zip(&leaf_rx).enumerate() {
+        assert_eq!(
+            &written.to_vec()[..50],
+            &pattern(200, 77)[p * 50..p * 50 + 50]
+        );
+        assert_eq!(&received[..20], &pattern(200, 77)[..20]);
     }
 }
 

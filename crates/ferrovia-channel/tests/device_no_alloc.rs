@@ -96,5 +96,5 @@ fn posting_and_polling_allocate_nothing_in_steady_state() {
         "{allocated} allocations in {} steady-state rounds",
         ROUNDS - 10
     );
-    assert_eq!(&target[..], &[5; 256][..]);
+    assert_eq!(target.to_vec(), [5; 256]);
 }

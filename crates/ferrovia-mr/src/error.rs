@@ -74,6 +74,23 @@ pub enum MrError {
         /// The page size.
         page: u64,
     },
+    /// An address that is not aligned as the operation needs.
+    #[error(
+        "address {addr:#x} is not {align}-byte aligned (shared memory is accessed as aligned words)"
+    )]
+    Misaligned {
+        /// The address.
+        addr: usize,
+        /// The alignment needed.
+        align: usize,
+    },
+    /// Peers' access cannot be ended: other handles keep the registration
+    /// (and its remote key) alive.
+    #[error("the registration has {handles} handles; only a sole handle can end peers' access")]
+    StillShared {
+        /// How many handles exist.
+        handles: usize,
+    },
     /// A wire form with a version this build does not speak.
     #[error(
         "remote-region wire form version {found} is not supported (this build speaks {supported})"
@@ -107,4 +124,33 @@ pub(crate) fn checked_end(addr: u64, len: u64) -> Result<u64, MrError> {
         return Err(MrError::ZeroLength { addr });
     }
     addr.checked_add(len).ok_or(MrError::Overflow { addr, len })
+}
+
+/// Why [`RegisteredMemory::into_local`](crate::RegisteredMemory::into_local)
+/// failed; the shared buffer is handed back unchanged.
+#[derive(thiserror::Error)]
+#[error("cannot end peers' access to the buffer: {error}")]
+pub struct IntoLocalError<'a> {
+    pub(crate) buffer: crate::SharedSlice<'a>,
+    pub(crate) error: MrError,
+}
+
+impl<'a> IntoLocalError<'a> {
+    /// The buffer, still shared.
+    pub fn into_buffer(self) -> crate::SharedSlice<'a> {
+        self.buffer
+    }
+
+    /// The reason.
+    pub fn error(&self) -> &MrError {
+        &self.error
+    }
+}
+
+impl std::fmt::Debug for IntoLocalError<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntoLocalError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }

@@ -24,6 +24,60 @@
 //! Registration is local-only unless remote access is asked for
 //! ([`RegisterOptions::allow_remote_write`] and friends).
 //!
+//! # What safe code may do with registered memory
+//!
+//! Every registration is [`Local`] or [`Shared`], a type parameter fixed
+//! when it is made ([`RegisterOptions<A>`](RegisterOptions)):
+//!
+//! - **[`Local`]** (the default, and with
+//!   [`allow_remote_read`](RegisterOptions::allow_remote_read)): only this
+//!   process changes the bytes, through `&mut`. The memory derefs to
+//!   `[u8]` and `&mut [u8]`. While a work request borrows it (see
+//!   `ferrovia-channel`) the borrow checker forbids writing, moving or
+//!   freeing it; a receive or read borrows it mutably and hands it back on
+//!   completion. Peers granted remote read may read it at any time and
+//!   see whatever bytes are there.
+//! - **[`Shared`]** (after [`allow_remote_write`](RegisterOptions::allow_remote_write),
+//!   [`allow_remote_atomic`](RegisterOptions::allow_remote_atomic) or
+//!   [`shared`](RegisterOptions::shared)): the bytes may change at any
+//!   moment, by a peer's RDMA write or atomic, or by the program's own
+//!   atomic stores. Such memory is never reachable as `&[u8]` or
+//!   `&mut [u8]`: the optimizer may assume a shared reference's bytes do
+//!   not change, and a release build spinning on one can read a stale value
+//!   forever. It is read and written as 8-byte atomic words
+//!   ([`as_atomic_u64s`](RegisteredMemory::as_atomic_u64s),
+//!   [`load_u64`](RegisteredMemory::load_u64),
+//!   [`store_u64`](RegisteredMemory::store_u64)) or by copies
+//!   ([`read_into`](RegisteredMemory::read_into),
+//!   [`to_vec`](RegisteredMemory::to_vec),
+//!   [`write_from`](RegisteredMemory::write_from)); words are the only
+//!   granularity, because racing atomic accesses of different sizes are
+//!   undefined behaviour. Shared memory starts 8-byte aligned and spans
+//!   whole words ([`MrRegistry::alloc`] always does). It may be the source
+//!   of sends and writes; the device then reads whatever bytes are there
+//!   when it reads them (a store meanwhile may or may not be sent). It is
+//!   never the target of a receive or read the program posts, since those
+//!   hand the bytes back as a slice.
+//! - **From shared back to plain bytes:**
+//!   [`RegisteredMemory::into_local`] deregisters the shared registration
+//!   (verbs: the device refuses its rkey from then on; UCX: every peer
+//!   that fetched the key has acknowledged its revocation, or lost its
+//!   connection) and only then hands the bytes back as [`Local`] memory.
+//!   That deregistration is the proof that no peer can write any more.
+//!
+//! Writes by the NIC, by a peer through shared memory, or by UCX's progress
+//! thread serving a peer's put happen outside the Rust abstract machine;
+//! ferrovia treats them as atomic writes by an outside agent and never
+//! forms a reference that would let the compiler assume otherwise.
+//!
+//! ```compile_fail
+//! # use ferrovia_mr::{MrRegistry, RegisterOptions};
+//! # fn f(registry: &MrRegistry) -> Result<(), ferrovia_mr::MrError> {
+//! let inbox = registry.alloc(64, RegisterOptions::local().allow_remote_write())?;
+//! let plain: &[u8] = &inbox; // Shared memory is not a slice
+//! # Ok(()) }
+//! ```
+//!
 //! A round trip (needs a device, so not run as a doctest):
 //!
 //! ```no_run
@@ -37,7 +91,7 @@
 //! let segment = registry.alloc(16 << 20, opts)?; // page-aligned
 //!
 //! // A view of 4 KiB at 1 MiB into the segment, found by address.
-//! let view = registry.view(segment.as_ptr() as usize + (1 << 20), 4096)?;
+//! let view = registry.view(segment.addr() + (1 << 20), 4096)?;
 //! assert_eq!(view.rdma_addr, 1 << 20);
 //!
 //! // The peer's side: decode and navigate.
@@ -55,6 +109,7 @@
 //! [`register_slice`]: MrRegistry::register_slice
 //! [`register_raw`]: MrRegistry::register_raw
 
+mod access;
 mod buffer;
 mod error;
 mod options;
@@ -68,8 +123,9 @@ mod stats;
 mod view;
 mod wire;
 
-pub use buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice};
-pub use error::MrError;
+pub use access::{Access, Local, Shared};
+pub use buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice, SharedBuffer, SharedSlice};
+pub use error::{IntoLocalError, MrError};
 pub use options::{Addressing, RegisterOptions};
 pub use registrar::{Allocation, RegisteredKeys, Registrar};
 pub use registration::Registration;

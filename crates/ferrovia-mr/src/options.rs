@@ -1,22 +1,43 @@
 //! How a segment is registered: access rights and RDMA addressing.
 
+use std::marker::PhantomData;
+
 use ferrovia_verbs::AccessFlags;
 
+use crate::access::{Access, Local, Shared};
 use crate::error::MrError;
 
-/// Options of a registration.
+/// Options of a registration; `A` says how the program may touch the
+/// bytes ([`Local`] or [`Shared`], see the crate docs).
 ///
 /// The default is local-only: the NIC may read the memory and write it for
-/// receives and read responses, but no peer can touch it. Remote read,
-/// write and atomics are explicit opt-ins, because anyone holding the rkey
-/// can then access the memory without the owner's involvement; memory a
-/// peer may write should be read only after the peer says it is done (a
-/// message, an immediate, a barrier).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegisterOptions {
+/// receives and read responses the program posts, but no peer can touch
+/// it. Remote read is an opt-in that keeps the memory [`Local`]; remote
+/// write and remote atomics are opt-ins that make it [`Shared`], because
+/// anyone holding the rkey can then change it without the owner's
+/// involvement:
+///
+/// ```
+/// use ferrovia_mr::{Local, RegisterOptions, Shared};
+///
+/// let readable: RegisterOptions<Local> = RegisterOptions::local().allow_remote_read();
+/// let writable: RegisterOptions<Shared> = RegisterOptions::local().allow_remote_write();
+/// # let _ = (readable, writable);
+/// ```
+#[derive(Debug, PartialEq, Eq)]
+pub struct RegisterOptions<A: Access = Local> {
     pub(crate) access: AccessFlags,
     pub(crate) addressing: Addressing,
+    _access: PhantomData<A>,
 }
+
+impl<A: Access> Clone for RegisterOptions<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A: Access> Copy for RegisterOptions<A> {}
 
 /// Which RDMA address the first registered byte gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,37 +52,54 @@ pub enum Addressing {
     Base(u64),
 }
 
-impl Default for RegisterOptions {
+impl Default for RegisterOptions<Local> {
     fn default() -> Self {
         Self::local()
     }
 }
 
-impl RegisterOptions {
+impl RegisterOptions<Local> {
     /// Local access only (`LOCAL_WRITE`).
     pub fn local() -> Self {
         RegisterOptions {
             access: AccessFlags::LOCAL_WRITE,
             addressing: Addressing::Virtual,
+            _access: PhantomData,
         }
     }
 
-    /// Lets peers RDMA-read the memory.
+    /// The bytes are [`Shared`] without granting peers anything: for
+    /// memory the program updates with atomic stores while work that
+    /// reads it may be posted (a flag, a counter it sends).
+    pub fn shared(self) -> RegisterOptions<Shared> {
+        self.with_access(self.access)
+    }
+}
+
+impl<A: Access> RegisterOptions<A> {
+    fn with_access<B: Access>(self, access: AccessFlags) -> RegisterOptions<B> {
+        RegisterOptions {
+            access,
+            addressing: self.addressing,
+            _access: PhantomData,
+        }
+    }
+
+    /// Lets peers RDMA-read the memory (it stays as it was, [`Local`] or
+    /// [`Shared`]: reads do not change it).
     pub fn allow_remote_read(mut self) -> Self {
         self.access |= AccessFlags::REMOTE_READ;
         self
     }
 
-    /// Lets peers RDMA-write the memory.
-    pub fn allow_remote_write(mut self) -> Self {
-        self.access |= AccessFlags::REMOTE_WRITE;
-        self
+    /// Lets peers RDMA-write the memory: it becomes [`Shared`].
+    pub fn allow_remote_write(self) -> RegisterOptions<Shared> {
+        self.with_access(self.access | AccessFlags::REMOTE_WRITE)
     }
 
-    /// Lets peers run atomics on the memory.
-    pub fn allow_remote_atomic(mut self) -> Self {
-        self.access |= AccessFlags::REMOTE_ATOMIC;
-        self
+    /// Lets peers run atomics on the memory: it becomes [`Shared`].
+    pub fn allow_remote_atomic(self) -> RegisterOptions<Shared> {
+        self.with_access(self.access | AccessFlags::REMOTE_ATOMIC)
     }
 
     /// Registers zero-based (`ibv_reg_mr_iova`), as caching allocators
@@ -95,5 +133,10 @@ impl RegisterOptions {
     /// The access rights these options grant.
     pub fn access(&self) -> AccessFlags {
         self.access
+    }
+
+    /// The RDMA addressing these options ask for.
+    pub fn addressing(&self) -> Addressing {
+        self.addressing
     }
 }

@@ -2,15 +2,29 @@
 //!
 //! The registry does the bookkeeping (lookup, reference counts, counters);
 //! a [`Registrar`] does the registering. Verbs protection domains are one;
-//! the UCX transport provides another.
+//! the UCX transport provides another. Both traits are `unsafe` to
+//! implement: the registry hands out slices of memory a registrar
+//! allocated, and decides what the program may do with registered bytes
+//! from the rights a registrar reports, so a registrar that lies would
+//! let safe code reach freed memory or memory a peer writes.
+
+use std::ptr::NonNull;
 
 use ferrovia_verbs::{AccessFlags, MemoryRegion, ProtectionDomain};
 
 use crate::error::MrError;
-use crate::options::RegisterOptions;
 
 /// The keys of one live registration; dropping it deregisters.
-pub trait RegisteredKeys: Send + Sync {
+///
+/// # Safety
+/// An implementation promises that:
+/// - `access()` is exactly what peers can do with the memory through
+///   these keys (never more), and stays so for the keys' life;
+/// - `lkey()` and `rkey()` stay constant;
+/// - once `drop` returns, no access through these keys, by this process's
+///   device or transport or by any peer, touches the memory again (so the
+///   registry may free it right after).
+pub unsafe trait RegisteredKeys: Send + Sync {
     /// Local key.
     fn lkey(&self) -> u32;
     /// Remote key.
@@ -21,14 +35,42 @@ pub trait RegisteredKeys: Send + Sync {
 
 /// Memory a registrar allocated itself, because its transport reaches
 /// such memory faster (UCX: shared memory a peer on the same host maps
-/// directly). Dropping `owner` frees it.
+/// directly). Dropping it frees the memory.
 pub struct Allocation {
-    /// The first byte (page-aligned, `len` zeroed bytes).
-    pub ptr: std::ptr::NonNull<u8>,
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: Box<dyn Send + Sync>,
+}
+
+impl Allocation {
+    /// An allocation of `len` bytes at `ptr` that dropping `owner` frees.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be page-aligned, zeroed, valid for reads and
+    /// writes and used by nothing else until `owner` is dropped; dropping
+    /// `owner` (and nothing else) frees it.
+    pub unsafe fn new(ptr: NonNull<u8>, len: usize, owner: Box<dyn Send + Sync>) -> Allocation {
+        Allocation { ptr, len, owner }
+    }
+
+    /// The first byte.
+    pub fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
     /// Its length.
-    pub len: usize,
-    /// Frees the memory when dropped (after every registration of it).
-    pub owner: Box<dyn Send + Sync>,
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn into_parts(self) -> (NonNull<u8>, usize, Box<dyn Send + Sync>) {
+        (self.ptr, self.len, self.owner)
+    }
 }
 
 impl std::fmt::Debug for Allocation {
@@ -41,7 +83,16 @@ impl std::fmt::Debug for Allocation {
 }
 
 /// Something that registers memory with a device or transport.
-pub trait Registrar: Send + Sync {
+///
+/// # Safety
+/// An implementation promises that:
+/// - `allocate`, when it returns an [`Allocation`], returns one that
+///   upholds [`Allocation::new`]'s contract and holds at least `len`
+///   bytes;
+/// - `register` returns keys that grant exactly `access` (never more; in
+///   particular no remote write or atomic access unless asked) and
+///   uphold [`RegisteredKeys`]' contract.
+pub unsafe trait Registrar: Send + Sync {
     /// Allocates `len` page-aligned, zeroed bytes its registrations reach
     /// faster than ordinary memory, if it has such memory (used by
     /// `MrRegistry::alloc`); `None` (the default): the registry allocates.
@@ -50,8 +101,8 @@ pub trait Registrar: Send + Sync {
         None
     }
 
-    /// Registers `len` bytes at `addr` with `opts`' access, and with
-    /// RDMA address `iova` for the first byte when given.
+    /// Registers `len` bytes at `addr` with `access`, and with RDMA
+    /// address `iova` for the first byte when given.
     ///
     /// # Safety
     /// The memory must stay allocated for as long as the returned keys
@@ -61,11 +112,15 @@ pub trait Registrar: Send + Sync {
         addr: *mut u8,
         len: usize,
         iova: Option<u64>,
-        opts: &RegisterOptions,
+        access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError>;
 }
 
-impl RegisteredKeys for MemoryRegion {
+// SAFETY: a verbs MR grants exactly the access it was registered with and
+// its keys never change; `ibv_dereg_mr` returns only once the device has
+// stopped using the region, after which peers' accesses with the rkey
+// fail.
+unsafe impl RegisteredKeys for MemoryRegion {
     fn lkey(&self) -> u32 {
         MemoryRegion::lkey(self)
     }
@@ -77,19 +132,22 @@ impl RegisteredKeys for MemoryRegion {
     }
 }
 
-impl Registrar for ProtectionDomain {
+// SAFETY: registers with exactly the asked-for access (the MR's access is
+// what `ibv_reg_mr` was given) and never allocates.
+unsafe impl Registrar for ProtectionDomain {
     unsafe fn register(
         &self,
         addr: *mut u8,
         len: usize,
         iova: Option<u64>,
-        opts: &RegisterOptions,
+        access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError> {
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: our caller keeps the memory allocated while the keys
+        // live, which is what `MemoryRegion::register{,_iova}` require.
         let mr = unsafe {
             match iova {
-                Some(iova) => MemoryRegion::register_iova(self, addr, len, iova, opts.access)?,
-                None => MemoryRegion::register(self, addr, len, opts.access)?,
+                Some(iova) => MemoryRegion::register_iova(self, addr, len, iova, access)?,
+                None => MemoryRegion::register(self, addr, len, access)?,
             }
         };
         Ok(Box::new(mr))

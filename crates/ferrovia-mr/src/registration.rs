@@ -15,8 +15,8 @@ use crate::view::MemoryRegionView;
 /// `'static` for owned or raw registrations). Clones share the
 /// registration, which is deregistered when the last handle drops.
 pub struct Registration<'a> {
-    seg: Arc<Segment>,
-    registry: Arc<RegistryInner>,
+    pub(crate) seg: Arc<Segment>,
+    pub(crate) registry: Arc<RegistryInner>,
     _memory: PhantomData<&'a ()>,
 }
 

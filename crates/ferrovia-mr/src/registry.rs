@@ -6,8 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use ferrovia_verbs::ProtectionDomain;
 use parking_lot::RwLock;
 
-use crate::buffer::{RegisteredBuffer, RegisteredSlice};
-use crate::error::{MrError, checked_end};
+use ferrovia_verbs::AccessFlags;
+
+use crate::access::{Access, Local, Shared};
+use crate::buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice};
+use crate::error::{IntoLocalError, MrError, checked_end};
 use crate::options::{Addressing, RegisterOptions};
 use crate::registrar::Registrar;
 use crate::registration::Registration;
@@ -29,7 +32,7 @@ use crate::view::MemoryRegionView;
 /// let opts = RegisterOptions::local().allow_remote_write().zero_based();
 /// let arena = registry.alloc(64 << 20, opts)?;
 /// // ...and a view of 4 KiB at offset 1 MiB, found by virtual address.
-/// let addr = arena.as_ptr() as usize + (1 << 20);
+/// let addr = arena.addr() + (1 << 20);
 /// let view = registry.view(addr, 4096)?;
 /// assert_eq!(view.rdma_addr, 1 << 20);
 /// let for_peer = view.remote().encode(); // send this to the peer
@@ -156,71 +159,92 @@ impl MrRegistry {
         }
     }
 
-    /// Registers memory the registry then owns; the returned buffer derefs
-    /// to its bytes and frees them after deregistration.
-    pub fn register_buffer(
+    /// Registers memory the registry then owns; the returned buffer frees
+    /// it after deregistration. [`Local`] memory derefs to its bytes;
+    /// [`Shared`] memory must start 8-byte aligned and be a whole number
+    /// of words long (use [`MrRegistry::alloc`] for any length).
+    pub fn register_buffer<A: Access>(
         &self,
         buf: impl Into<Box<[u8]>>,
-        opts: RegisterOptions,
-    ) -> Result<RegisteredBuffer, MrError> {
+        opts: RegisterOptions<A>,
+    ) -> Result<RegisteredBuffer<A>, MrError> {
         let buf: Box<[u8]> = buf.into();
         let len = buf.len();
+        check_words::<A>(buf.as_ptr() as usize, len)?;
         let owned = OwnedMemory::from_box(buf);
         let ptr = owned.ptr();
         // SAFETY: the segment owns the memory and frees it only after the
         // MR is deregistered (Segment's field order).
-        let reg = unsafe { self.insert(ptr, len, opts, Some(owned)) }?;
+        let reg = unsafe { self.insert(ptr, len, &opts, Some(owned)) }?;
         // SAFETY: `ptr..ptr+len` is owned by the segment that `reg` keeps
-        // alive, and this buffer is its only accessor.
-        Ok(unsafe { RegisteredBuffer::new(reg, ptr, len) })
+        // alive and this buffer is its only accessor; the registration
+        // grants what `A` says (RegisterOptions<Local> cannot ask for
+        // remote write or atomics) and `Shared` memory was checked to be
+        // whole aligned words.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Allocates `len` zeroed, page-aligned bytes and registers them (the
     /// form zero-based registrations want: byte `i` at RDMA address `i`).
     /// A registrar with memory of its own (UCX: shared memory) provides it.
-    pub fn alloc(&self, len: usize, opts: RegisterOptions) -> Result<RegisteredBuffer, MrError> {
+    pub fn alloc<A: Access>(
+        &self,
+        len: usize,
+        opts: RegisterOptions<A>,
+    ) -> Result<RegisteredBuffer<A>, MrError> {
         if len == 0 {
             return Err(MrError::ZeroLength { addr: 0 });
         }
-        let owned = match self.inner.registrar.allocate(len) {
+        // Whole words, so `Shared` memory's last word is ours to load.
+        let words = len.checked_next_multiple_of(8).ok_or(MrError::Overflow {
+            addr: 0,
+            len: len as u64,
+        })?;
+        let owned = match self.inner.registrar.allocate(words) {
             Some(a) => {
                 let a = a?;
-                if a.len < len
-                    || !(a.ptr.as_ptr() as usize).is_multiple_of(ferrovia_verbs::page_size())
+                if a.len() < words
+                    || !(a.ptr().as_ptr() as usize).is_multiple_of(ferrovia_verbs::page_size())
                 {
                     return Err(MrError::Registrar(
                         format!(
-                            "the registrar allocated {} bytes at {:p} for {len}",
-                            a.len, a.ptr
+                            "the registrar allocated {} bytes at {:p} for {words}",
+                            a.len(),
+                            a.ptr()
                         )
                         .into(),
                     ));
                 }
                 OwnedMemory::from_allocation(a)
             }
-            None => OwnedMemory::zeroed_page_aligned(len)?,
+            None => OwnedMemory::zeroed_page_aligned(words)?,
         };
         let ptr = owned.ptr();
         // SAFETY: as in register_buffer.
-        let reg = unsafe { self.insert(ptr, len, opts, Some(owned)) }?;
-        // SAFETY: as in register_buffer.
-        Ok(unsafe { RegisteredBuffer::new(reg, ptr, len) })
+        let reg = unsafe { self.insert(ptr, len, &opts, Some(owned)) }?;
+        // SAFETY: as in register_buffer; the allocation is page-aligned
+        // and holds whole words.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Registers borrowed memory for `'a`; the returned slice gives the
     /// bytes back and deregisters when its last registration handle drops.
-    pub fn register_slice<'a>(
+    /// [`Shared`] memory must start 8-byte aligned and be a whole number
+    /// of words long.
+    pub fn register_slice<'a, A: Access>(
         &self,
         buf: &'a mut [u8],
-        opts: RegisterOptions,
-    ) -> Result<RegisteredSlice<'a>, MrError> {
+        opts: RegisterOptions<A>,
+    ) -> Result<RegisteredSlice<'a, A>, MrError> {
         let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        check_words::<A>(ptr as usize, len)?;
         // SAFETY: the memory is exclusively borrowed for 'a, and the
         // Registration<'a> handles (the only things keeping the MR alive)
         // cannot outlive 'a.
-        let reg = unsafe { self.insert(ptr, len, opts, None) }?;
-        // SAFETY: exclusive borrow for 'a, handed to the slice wrapper.
-        Ok(unsafe { RegisteredSlice::new(reg, ptr, len) })
+        let reg = unsafe { self.insert(ptr, len, &opts, None) }?;
+        // SAFETY: exclusive borrow for 'a, handed to the wrapper; access
+        // and alignment as in register_buffer.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Registers `len` bytes at `addr`, or returns the existing
@@ -231,12 +255,14 @@ impl MrRegistry {
     /// # Safety
     /// The memory must stay allocated, and must only be accessed in ways
     /// that do not race with DMA the program or its peers start, for as
-    /// long as any handle to the registration exists.
-    pub unsafe fn register_raw(
+    /// long as any handle to the registration exists. A hit may return a
+    /// registration that grants peers more than asked (one made by another
+    /// caller): the memory must then be treated as theirs to write.
+    pub unsafe fn register_raw<A: Access>(
         &self,
         addr: *mut u8,
         len: usize,
-        opts: RegisterOptions,
+        opts: RegisterOptions<A>,
     ) -> Result<Registration<'static>, MrError> {
         let start = addr as usize;
         let end = checked_end(start as u64, len as u64)? as usize;
@@ -255,7 +281,7 @@ impl MrRegistry {
             }
         }
         // SAFETY: forwarded to the caller's contract.
-        unsafe { self.insert(addr, len, opts, None) }
+        unsafe { self.insert(addr, len, &opts, None) }
     }
 
     /// Registers and inserts a new segment.
@@ -263,17 +289,45 @@ impl MrRegistry {
     /// # Safety
     /// `addr..addr+len` must stay valid for as long as the returned handle
     /// (and its clones) exist.
-    unsafe fn insert(
+    unsafe fn insert<A: Access>(
         &self,
         addr: *mut u8,
         len: usize,
-        opts: RegisterOptions,
+        opts: &RegisterOptions<A>,
         owned: Option<OwnedMemory>,
     ) -> Result<Registration<'static>, MrError> {
         checked_end(addr as u64, len as u64)?;
         let iova = opts.resolve_iova(addr as usize)?;
         // SAFETY: forwarded to the caller's contract.
-        let keys = unsafe { self.inner.registrar.register(addr, len, iova, &opts)? };
+        let keys = unsafe { self.register_keys(addr, len, iova, opts.access)? };
+        Ok(self.insert_keys(addr, len, iova, keys, owned))
+    }
+
+    /// Registers `len` bytes at `addr` with the registrar, refusing keys
+    /// that grant more than asked.
+    ///
+    /// # Safety
+    /// As for [`Registrar::register`].
+    unsafe fn register_keys(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        iova: Option<u64>,
+        access: AccessFlags,
+    ) -> Result<Box<dyn crate::registrar::RegisteredKeys>, MrError> {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { self.inner.registrar.register(addr, len, iova, access) }
+    }
+
+    /// Inserts a segment made of `keys` (and the memory it may own).
+    fn insert_keys(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        iova: Option<u64>,
+        keys: Box<dyn crate::registrar::RegisteredKeys>,
+        owned: Option<OwnedMemory>,
+    ) -> Registration<'static> {
         let seg = Arc::new(Segment {
             rdma_base: iova.unwrap_or(addr as u64),
             lkey: keys.lkey(),
@@ -299,7 +353,7 @@ impl MrRegistry {
         c.made.fetch_add(1, Relaxed);
         c.live.fetch_add(1, Relaxed);
         c.bytes.fetch_add(len as u64, Relaxed);
-        Ok(Registration::new(seg, self.inner.clone()))
+        Registration::new(seg, self.inner.clone())
     }
 
     /// The view of `len` bytes at virtual address `addr`, from the
@@ -343,6 +397,21 @@ impl MrRegistry {
 }
 
 impl RegistryInner {
+    /// Removes `seg` from the table if the caller's handle is its only
+    /// one (the table holds the other `Arc`); clones are only made from a
+    /// live handle or under this lock, so none can appear meanwhile.
+    fn detach_unique(&self, seg: &Arc<Segment>) -> Result<(), MrError> {
+        let mut table = self.table.write();
+        let handles = Arc::strong_count(seg) - 1;
+        if handles != 1 {
+            return Err(MrError::StillShared { handles });
+        }
+        table.remove(seg);
+        self.counters.live.fetch_sub(1, Relaxed);
+        self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
+        Ok(())
+    }
+
     /// Called when a handle drops: deregisters if it was the last one.
     pub(crate) fn release(&self, seg: &Arc<Segment>) {
         let mut table = self.table.write();
@@ -361,5 +430,68 @@ impl std::fmt::Debug for MrRegistry {
         f.debug_struct("MrRegistry")
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// `Shared` memory is accessed as whole aligned words.
+fn check_words<A: Access>(addr: usize, len: usize) -> Result<(), MrError> {
+    if A::SHARED && !(addr.is_multiple_of(8) && len.is_multiple_of(8)) {
+        return Err(MrError::Misaligned { addr, align: 8 });
+    }
+    Ok(())
+}
+
+impl<'a> RegisteredMemory<'a, Shared> {
+    /// Ends peers' access and gives the bytes back as [`Local`] memory,
+    /// registered anew with `opts`.
+    ///
+    /// What proves that no peer can write any more: the shared
+    /// registration is deregistered before the bytes become a slice.
+    /// Deregistration returns only once the device (verbs) no longer
+    /// accepts its rkey, or once every peer that fetched the key has
+    /// acknowledged its revocation or lost its connection (UCX); a peer's
+    /// later access with an old descriptor fails with a remote access
+    /// error. So this must be the only handle to the registration: if
+    /// clones of its [`Registration`] exist, it fails with
+    /// [`MrError::StillShared`] and hands the buffer back unchanged. The
+    /// new registration is made first, so a failure to register leaves
+    /// the shared one in place too. Costs a registration and a
+    /// deregistration (tens of microseconds on verbs).
+    pub fn into_local(
+        self,
+        opts: RegisterOptions<Local>,
+    ) -> Result<RegisteredMemory<'a, Local>, IntoLocalError<'a>> {
+        let registry = MrRegistry {
+            inner: self.reg.registry.clone(),
+        };
+        let (ptr, len) = (self.ptr, self.len);
+        let fail = |buffer, error| Err(IntoLocalError { buffer, error });
+        let iova = match opts.resolve_iova(ptr as usize) {
+            Ok(iova) => iova,
+            Err(e) => return fail(self, e),
+        };
+        if Arc::strong_count(&self.reg.seg) != 2 {
+            let handles = Arc::strong_count(&self.reg.seg) - 1;
+            return fail(self, MrError::StillShared { handles });
+        }
+        // SAFETY: the memory stays allocated while `self` (and then the
+        // new segment, which takes over owned memory) lives.
+        let keys = match unsafe { registry.register_keys(ptr, len, iova, opts.access) } {
+            Ok(k) => k,
+            Err(e) => return fail(self, e),
+        };
+        if let Err(e) = registry.inner.detach_unique(&self.reg.seg) {
+            return fail(self, e);
+        }
+        let RegisteredMemory { mut reg, .. } = self;
+        // Detached: this handle holds the only reference.
+        let owned = Arc::get_mut(&mut reg.seg).and_then(|seg| seg.owned.take());
+        // Deregisters the shared keys: from here no peer can write.
+        drop(reg);
+        let reg = registry.insert_keys(ptr, len, iova, keys, owned);
+        // SAFETY: the memory is valid for 'a (owned by the new segment, or
+        // borrowed for 'a as before), this is its only accessor, and the
+        // only registration left grants no remote write or atomics.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 }

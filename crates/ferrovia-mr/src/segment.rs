@@ -39,10 +39,11 @@ impl OwnedMemory {
     }
 
     pub(crate) fn from_allocation(a: crate::registrar::Allocation) -> OwnedMemory {
+        let (ptr, len, owner) = a.into_parts();
         OwnedMemory {
-            ptr: a.ptr.as_ptr(),
-            len: a.len,
-            origin: Origin::Registrar(a.owner),
+            ptr: ptr.as_ptr(),
+            len,
+            origin: Origin::Registrar(owner),
         }
     }
 

@@ -21,9 +21,9 @@ fn views_by_virtual_address_and_zero_based_rdma_addresses() {
             RegisterOptions::local().allow_remote_write().zero_based(),
         )
         .unwrap();
-    assert_eq!(buf.as_ptr() as usize % ferrovia_verbs::page_size(), 0);
-    assert!(buf.iter().all(|&b| b == 0));
-    let base = buf.as_ptr() as usize;
+    assert_eq!(buf.addr() % ferrovia_verbs::page_size(), 0);
+    assert!(buf.to_vec().iter().all(|&b| b == 0));
+    let base = buf.addr();
     let v = reg.view(base + 0x1_0000, 4096).unwrap();
     assert_eq!(v.virtual_addr, base + 0x1_0000);
     assert_eq!(v.rdma_addr, 0x1_0000);
@@ -32,7 +32,7 @@ fn views_by_virtual_address_and_zero_based_rdma_addresses() {
     assert_eq!(v.lkey, buf.registration().lkey());
     let remote = buf.registration().remote().unwrap();
     assert_eq!((remote.addr(), remote.len()), (0, 1 << 20));
-    let whole = reg.view_of(&buf).unwrap();
+    let whole = reg.view(buf.addr(), buf.len()).unwrap();
     assert_eq!(whole, buf.registration().view());
 }
 
@@ -260,23 +260,103 @@ fn zero_based_keeps_the_in_page_offset_and_explicit_bases_are_checked() {
 }
 
 #[test]
-fn atomic_views_of_registered_memory() {
+fn shared_memory_is_read_and_written_as_words_and_copies() {
     use std::sync::atomic::Ordering::SeqCst;
     let (reg, _) = registry();
-    let mut buf = reg.alloc(64, RegisterOptions::local()).unwrap();
-    buf[9] = 5;
-    assert_eq!(buf.as_atomic_bytes()[9].load(SeqCst), 5);
-    let words = buf.as_atomic_u64s().expect("alloc() memory is aligned");
+    let buf = reg
+        .alloc(61, RegisterOptions::local().allow_remote_write())
+        .unwrap();
+    assert_eq!(buf.len(), 61);
+    // Whole words: the last one covers the padding to 64.
+    let words = buf.as_atomic_u64s();
     assert_eq!(words.len(), 8);
-    words[1].store(u64::MAX, SeqCst);
-    assert_eq!(&buf[8..16], &[0xff; 8]);
+    words[1].store(u64::from_ne_bytes([1, 2, 3, 4, 5, 6, 7, 8]), SeqCst);
+    assert_eq!(buf.load_u64(8).unwrap(), words[1].load(SeqCst));
+    let mut out = [0u8; 5];
+    buf.read_into(10, &mut out).unwrap();
+    assert_eq!(out, [3, 4, 5, 6, 7]);
+    // A copy across word boundaries leaves the neighbours alone.
+    buf.write_from(6, &[0xaa; 12]).unwrap();
+    let all = buf.to_vec();
+    assert_eq!(all.len(), 61);
+    assert_eq!(
+        &all[4..20],
+        &[
+            0, 0, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0, 0
+        ]
+    );
+    buf.store_u64(56, 7).unwrap_err(); // 56 + 8 > 61
+    assert!(matches!(buf.load_u64(4), Err(MrError::Misaligned { .. })));
+    assert!(matches!(
+        buf.read_into(60, &mut [0; 2]),
+        Err(MrError::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        buf.write_from(usize::MAX, &[1]),
+        Err(MrError::OutOfRange { .. })
+    ));
+}
+
+#[test]
+fn shared_registrations_must_be_whole_aligned_words() {
+    let (reg, _) = registry();
     let mut words = vec![0u64; 3];
     let bytes: &mut [u8] = bytemuck_free_bytes(&mut words);
-    let misaligned = reg
-        .register_slice(&mut bytes[1..17], RegisterOptions::local())
+    let opts = RegisterOptions::local().allow_remote_write();
+    assert!(matches!(
+        reg.register_slice(&mut bytes[1..17], opts),
+        Err(MrError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        reg.register_slice(&mut bytes[0..12], opts),
+        Err(MrError::Misaligned { .. })
+    ));
+    let ok = reg.register_slice(&mut bytes[8..24], opts).unwrap();
+    assert_eq!(ok.as_atomic_u64s().len(), 2);
+    // Local memory has no such rule.
+    drop(ok);
+    reg.register_slice(&mut bytes[1..12], RegisterOptions::local())
         .unwrap();
-    assert!(misaligned.as_atomic_u64s().is_none());
-    assert_eq!(misaligned.as_atomic_bytes().len(), 16);
+}
+
+#[test]
+fn into_local_deregisters_the_shared_keys_before_handing_out_bytes() {
+    let (reg, fake) = registry();
+    let shared = reg
+        .alloc(
+            4096,
+            RegisterOptions::local().allow_remote_write().zero_based(),
+        )
+        .unwrap();
+    shared.store_u64(16, 0x4242).unwrap();
+    let old_rkey = shared.registration().rkey();
+    // A second handle keeps the rkey alive: refused, buffer handed back.
+    let extra = shared.registration().clone();
+    let err = shared.into_local(RegisterOptions::local()).unwrap_err();
+    assert!(
+        matches!(err.error(), MrError::StillShared { handles: 2 }),
+        "{err}"
+    );
+    let shared = err.into_buffer();
+    drop(extra);
+    assert_eq!(fake.live.load(SeqCst), 1);
+    let local = shared.into_local(RegisterOptions::local()).unwrap();
+    // One registration left: the new, local one.
+    assert_eq!(fake.live.load(SeqCst), 1);
+    assert_eq!(reg.stats().live_registrations, 1);
+    assert_ne!(local.registration().rkey(), old_rkey);
+    assert!(
+        local.registration().remote().is_err(),
+        "no remote rights left"
+    );
+    assert_eq!(&local[16..24], &0x4242u64.to_ne_bytes());
+    assert_eq!(
+        reg.view(local.addr(), 8).unwrap().id,
+        local.registration().id()
+    );
+    drop(local);
+    assert_eq!(fake.live.load(SeqCst), 0);
+    assert_eq!(reg.stats().live_registrations, 0);
 }
 
 /// The bytes of a u64 vector (8-byte aligned), without a dependency.

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire};
 
 use ferrovia_mr::{
-    MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, WIRE_MAX_LEN,
+    MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, SharedBuffer, WIRE_MAX_LEN,
 };
 
 use crate::error::NodeError;
@@ -18,9 +18,11 @@ const _: () = assert!(WIRE_MAX_LEN < DIR_SLOT);
 /// This rank's synchronisation state.
 pub(crate) struct SyncRegion {
     /// Peers write here: `[counters; n][queries; n][answers; n][directory; n]`.
-    pub(crate) flags: RegisteredBuffer,
-    /// Sources: `[signals; n][answers; n][query]`, one word per target.
-    pub(crate) src: RegisteredBuffer,
+    pub(crate) flags: SharedBuffer,
+    /// Sources: `[signals; n][answers; n][query]`, one word per target;
+    /// shared because a word is stored while an earlier write of it may
+    /// still be reading it.
+    pub(crate) src: SharedBuffer,
     /// Source of directory writes.
     pub(crate) dir_src: RegisteredBuffer,
     /// Every rank's `flags` region.
@@ -46,7 +48,7 @@ impl SyncRegion {
             .allow_remote_read();
         Ok(SyncRegion {
             flags: registry.alloc(Self::flags_len(n), exposed)?,
-            src: registry.alloc(8 * (2 * n + 1), RegisterOptions::local())?,
+            src: registry.alloc(8 * (2 * n + 1), RegisterOptions::local().shared())?,
             dir_src: registry.alloc(DIR_SLOT, RegisterOptions::local())?,
             remote: Vec::new(),
             sent: (0..n).map(|_| Cell::new(0)).collect(),
@@ -98,9 +100,8 @@ impl SyncRegion {
         (&Self::words(&self.src)[i], i * 8)
     }
 
-    fn words(buf: &RegisteredBuffer) -> &[AtomicU64] {
-        // Memory from MrRegistry::alloc is page-aligned.
-        buf.as_atomic_u64s().unwrap_or(&[])
+    fn words(buf: &SharedBuffer) -> &[AtomicU64] {
+        buf.as_atomic_u64s()
     }
 
     /// The counter peers bump when they signal this rank from `from`.
@@ -117,9 +118,9 @@ impl SyncRegion {
     /// The directory entry rank `from` wrote here, if any.
     pub(crate) fn dir_entry(&self, round: u64, from: usize) -> Option<Vec<u8>> {
         let start = self.dir_offset(round, from) as usize;
-        let bytes = &self.flags.as_atomic_bytes()[start..start + DIR_SLOT];
-        let len = bytes[0].load(Acquire) as usize;
-        (len > 0 && len < DIR_SLOT)
-            .then(|| bytes[1..=len].iter().map(|b| b.load(Acquire)).collect())
+        let mut entry = [0u8; DIR_SLOT];
+        self.flags.read_into(start, &mut entry).ok()?;
+        let len = entry[0] as usize;
+        (len > 0 && len < DIR_SLOT).then(|| entry[1..=len].to_vec())
     }
 }

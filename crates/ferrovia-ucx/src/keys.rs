@@ -12,7 +12,7 @@ use std::ptr::null_mut;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use ferrovia_mr::{MrError, RegisterOptions, RegisteredKeys, Registrar};
+use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
 use ferrovia_verbs::AccessFlags;
 use parking_lot::RwLock;
 
@@ -168,7 +168,17 @@ unsafe impl Send for UcxKeys {}
 // SAFETY: as above; `&UcxKeys` exposes only plain fields.
 unsafe impl Sync for UcxKeys {}
 
-impl RegisteredKeys for UcxKeys {
+// SAFETY: `access` is what the registration was asked for (set once in
+// `register`), and the keys (`key`) never change. Rights: ferrovia peers
+// check range and rights against the directory's answer before every put
+// or get (`KeyInfo::translate`); UCX itself does not enforce rights on tcp
+// or shared memory, so peers are trusted to run ferrovia (the job token
+// admits them; docs/ARCHITECTURE.md states this boundary). Drop: the key
+// leaves the directory first (no new fetch succeeds), then every peer that
+// fetched it has acknowledged its revocation, after flushing its own
+// accesses, or has had its endpoint closed, before the memory is unmapped
+// (the revocation protocol), so no access through the key lands afterwards.
+unsafe impl RegisteredKeys for UcxKeys {
     fn lkey(&self) -> u32 {
         self.key
     }
@@ -213,7 +223,12 @@ fn to_mr(e: UcxError) -> MrError {
     MrError::Registrar(Box::new(e))
 }
 
-impl Registrar for UcxRegistrar {
+// SAFETY: `allocate` returns memory from `ucp_mem_map(ALLOCATE)` checked to
+// be page-aligned and at least `len` long, zeroed here, used by nothing
+// else, and freed only when the returned owner (the last `Arc<Mapped>`)
+// drops; `register` records exactly the asked-for access (see
+// `UcxKeys`).
+unsafe impl Registrar for UcxRegistrar {
     fn allocate(&self, len: usize) -> Option<Result<ferrovia_mr::Allocation, MrError>> {
         Some(self.allocate_mapped(len).map_err(to_mr))
     }
@@ -223,7 +238,7 @@ impl Registrar for UcxRegistrar {
         addr: *mut u8,
         len: usize,
         iova: Option<u64>,
-        opts: &RegisterOptions,
+        access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError> {
         let (memh, packed) = match self.dir.allocation_of(addr as usize, len) {
             Some(m) => {
@@ -256,7 +271,6 @@ impl Registrar for UcxRegistrar {
                 }
             }
         };
-        let access = opts.access();
         let key = self.dir.insert(KeyInfo {
             addr: addr as u64,
             len: len as u64,
@@ -326,11 +340,11 @@ impl UcxRegistrar {
         mapped.len = attr.length;
         let mapped = Arc::new(mapped);
         self.dir.allocations.lock().push(Arc::downgrade(&mapped));
-        Ok(ferrovia_mr::Allocation {
-            ptr: nn,
-            len: attr.length,
-            owner: Box::new(mapped),
-        })
+        // SAFETY: `attr.length` bytes at `nn`, page-aligned (checked above),
+        // zeroed above and used by nothing else; the memory stays mapped
+        // until the last `Arc<Mapped>` drops: the owner, or a registration
+        // of it that outlives the owner (the registry drops the owner last).
+        Ok(unsafe { ferrovia_mr::Allocation::new(nn, attr.length, Box::new(mapped)) })
     }
 }
 

@@ -240,7 +240,17 @@ impl UcxTransport {
     }
 }
 
-impl Transport for UcxTransport {
+// SAFETY: completions come only from the engine, which reports each op
+// once, in posting order per peer and queue (`peer.rs` orders them), and
+// only after UCX has reported the request complete or cancelled, so UCX no
+// longer touches its buffers; a receive's byte_len is what UCX wrote,
+// bounded by the posted length (a longer message is IBV_WC_LOC_LEN_ERR);
+// `flush` force-closes the endpoint, and its pending ops are reported with
+// a flush status only once UCX has released their buffers; depths are
+// fixed at build; ops touch only their SGEs (puts and sends read them,
+// gets and receives write at most their length), and remote ranges and
+// rights are checked against the owner's directory before UCX sees them.
+unsafe impl Transport for UcxTransport {
     fn peers(&self) -> usize {
         self.peers.get().copied().unwrap_or(0)
     }

@@ -9,7 +9,7 @@ use ferrovia_channel::{
     PeerSendWorkRequest, PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, Scatter,
     SendWorkRequest, TransportError, WriteWorkRequest,
 };
-use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer};
+use ferrovia_mr::{Access, MrRegistry, RegisterOptions, RegisteredBuffer, Shared};
 use ferrovia_ucx::{UcxContext, UcxTransport};
 use ferrovia_verbs::WcClass;
 
@@ -37,11 +37,15 @@ fn world(n: usize) -> Vec<(MultiChannel, Arc<UcxTransport>)> {
         .collect()
 }
 
-fn buf(ch: &MultiChannel, bytes: &[u8], opts: RegisterOptions) -> RegisteredBuffer {
+fn buf<A: Access>(
+    ch: &MultiChannel,
+    bytes: &[u8],
+    opts: RegisterOptions<A>,
+) -> RegisteredBuffer<A> {
     ch.registry().register_buffer(bytes.to_vec(), opts).unwrap()
 }
 
-fn rw() -> RegisterOptions {
+fn rw() -> RegisterOptions<Shared> {
     RegisterOptions::local()
         .allow_remote_read()
         .allow_remote_write()
@@ -157,6 +161,7 @@ fn write_read_and_write_with_immediate() {
         Ok::<_, TransportError>(())
     })
     .unwrap();
+    let target = target.to_vec();
     assert_eq!(&target[..4088], &data[..4088]);
     assert_eq!(
         &target[4088..],
@@ -328,8 +333,8 @@ fn memory_ucx_allocates_is_zeroed_aligned_and_reachable() {
     let (a, b) = w.split_at_mut(1);
     let (a, b) = (&mut a[0].0, &mut b[0].0);
     let target = b.registry().alloc(3 * 4096 + 5, rw()).unwrap();
-    assert!(target.iter().all(|&x| x == 0));
-    assert_eq!(target.as_ptr() as usize % 4096, 0);
+    assert!(target.to_vec().iter().all(|&x| x == 0));
+    assert_eq!(target.addr() % 4096, 0);
     let remote = target.registration().remote().unwrap();
     let src = buf(a, &[0xab; 100], RegisterOptions::local());
     let mut back = a.registry().alloc(100, RegisterOptions::local()).unwrap();
@@ -350,6 +355,7 @@ fn memory_ucx_allocates_is_zeroed_aligned_and_reachable() {
     })
     .unwrap();
     assert!(back.iter().all(|&x| x == 0xab));
+    let target = target.to_vec();
     assert!(target[4096..4196].iter().all(|&x| x == 0xab));
     assert_eq!(target[4095], 0);
 }

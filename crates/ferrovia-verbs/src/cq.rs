@@ -70,11 +70,16 @@ impl CompletionQueue {
             let ch = NonNull::new(ch).ok_or_else(|| null_error("ibv_create_comp_channel"))?;
             // The fd is made non-blocking so a spurious readiness never
             // blocks ibv_get_cq_event past the caller's deadline.
-            // SAFETY: `ch` is live; fcntl on its fd is harmless.
+            // SAFETY: `ch` was just returned non-null by
+            // ibv_create_comp_channel and is not destroyed until this
+            // function fails or the CQ drops, so it points to a live
+            // `ibv_comp_channel` whose `fd` field may be read.
             let fd = unsafe { ch.as_ref().fd };
-            // SAFETY: plain fcntl on an fd we own.
+            // SAFETY: `fd` is the channel's open descriptor (read above);
+            // F_GETFL takes no pointer argument and changes nothing.
             let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-            // SAFETY: as above.
+            // SAFETY: F_SETFL on the same open descriptor with an integer
+            // flag set; it only makes reads on it non-blocking.
             if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0
             {
                 let err = null_error("fcntl(O_NONBLOCK) on the completion channel");

@@ -309,14 +309,21 @@ impl QueuePair {
     /// [`link_send`](crate::link_send)) with one doorbell.
     ///
     /// # Safety
-    /// Every SGE must describe memory registered in this QP's PD with the
-    /// lkey given, which stays allocated and is not accessed in a way that
-    /// races with the device until the request (or, if unsignalled, a later
-    /// signalled one) has completed or been flushed. Remote addresses and
-    /// keys are checked by the peer's NIC, not here.
+    /// Every SGE's memory must stay allocated, and must not be written by
+    /// the program (read, for an RDMA read's target), until the request
+    /// (or, if unsignalled, a later signalled one on this QP) has completed
+    /// or been flushed. Keys need no promise: the device checks each SGE's
+    /// lkey against this QP's PD, the key's registration range and its
+    /// access (a mismatch fails the request with `IBV_WC_LOC_PROT_ERR`
+    /// without touching memory), and the peer's NIC checks remote
+    /// addresses and rkeys.
     pub unsafe fn post_send(&self, wr: &mut SendWr<'_>) -> Result<()> {
         let mut bad = null_mut();
-        // SAFETY: forwarded to the caller's contract; `wr` is a valid list.
+        // SAFETY: `self.as_raw()` is this live QP; `wr.as_raw()` is a list
+        // of `ibv_send_wr`s whose SGE arrays are borrowed by `wr` for the
+        // call (the provider copies them into the WQE before returning);
+        // the memory the SGEs name is kept valid and race-free until
+        // completion by our caller's contract.
         let ret = unsafe { sys::ibv_post_send(self.as_raw(), wr.as_raw(), &mut bad) };
         if ret == 0 {
             return Ok(());
@@ -338,12 +345,16 @@ impl QueuePair {
     /// doorbell.
     ///
     /// # Safety
-    /// Every SGE must describe memory registered in this QP's PD with
-    /// `LOCAL_WRITE`, which stays allocated and is neither read nor written
-    /// by the program until the receive has completed or been flushed.
+    /// Every SGE's memory must stay allocated and be neither read nor
+    /// written by the program until the receive has completed or been
+    /// flushed. As for sends, the device checks each SGE's lkey, range and
+    /// `LOCAL_WRITE` right and fails the receive instead of writing memory
+    /// outside a matching registration.
     pub unsafe fn post_recv(&self, wr: &mut RecvWr<'_>) -> Result<()> {
         let mut bad = null_mut();
-        // SAFETY: forwarded to the caller's contract; `wr` is a valid list.
+        // SAFETY: as in `post_send`: a live QP, a list whose SGE arrays
+        // live for the call, and memory our caller keeps valid and
+        // untouched until the receive completes or is flushed.
         let ret = unsafe { sys::ibv_post_recv(self.as_raw(), wr.as_raw(), &mut bad) };
         if ret == 0 {
             return Ok(());

@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if node.rank() == 1 {
         println!(
             "hello: {} over {}",
-            String::from_utf8_lossy(&inbox[..11]),
+            String::from_utf8_lossy(&inbox.to_vec()[..11]),
             node.describe()
         );
     }

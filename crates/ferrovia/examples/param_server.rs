@@ -21,12 +21,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let everyone: Vec<usize> = (0..n).collect();
-    let exposed = RegisterOptions::local()
-        .allow_remote_read()
-        .allow_remote_write();
-    // Rank 0's parameters and its update table (one f32 per rank).
-    let mut params = node.registry().alloc(PARAMS * 4, exposed)?;
-    let updates = node.registry().alloc(n * 4, exposed)?;
+    // Rank 0's parameters (peers read them: the memory stays local, plain
+    // bytes) and its update table (one f32 per rank; peers write it, so it
+    // is shared memory, read by copying).
+    let mut params = node
+        .registry()
+        .alloc(PARAMS * 4, RegisterOptions::local().allow_remote_read())?;
+    let updates = node
+        .registry()
+        .alloc(n * 4, RegisterOptions::local().allow_remote_write())?;
     if me == 0 {
         for (i, p) in params.chunks_mut(4).enumerate() {
             p.copy_from_slice(&(i as f32 * 0.5).to_le_bytes());
@@ -69,6 +72,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     node.barrier(&everyone, WAIT)?; // every update has landed
     if me == 0 {
         let got: Vec<f32> = updates
+            .to_vec()
             .chunks(4)
             .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
             .collect();

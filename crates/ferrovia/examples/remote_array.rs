@@ -73,7 +73,9 @@ fn main() -> Res {
     // After the barrier the write is visible to the owner.
     node.barrier(&[0, 1], WAIT)?;
     if me == OWNER {
-        let stored = u64::from_le_bytes(table[at..at + 8].try_into()?);
+        let mut word = [0u8; 8];
+        table.read_into(at, &mut word)?; // shared memory: copied out
+        let stored = u64::from_le_bytes(word);
         assert_eq!(stored, 4242);
         println!("remote_array: rank {me} finds {stored} in record 123, written without its CPU");
     }

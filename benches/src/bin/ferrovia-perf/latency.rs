@@ -4,7 +4,7 @@
 //! writes and sends, the whole operation for reads and barriers, as in
 //! perftest.
 
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Instant;
 
@@ -43,7 +43,9 @@ fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeErro
     let mut src = node.registry().alloc(size, RegisterOptions::local())?;
     src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
     let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
-    let flag: &AtomicU8 = &inbox.as_atomic_bytes()[size - 1];
+    // The word holding the last byte: the write fills it with 0xff.
+    let flag: &AtomicU64 = &inbox.as_atomic_u64s()[(size - 1) / 8];
+    let last = (size - 1) % 8;
     // Polls the transport every 16 looks at the flag: on UCX that drives
     // progress on this thread (the peer's write lands); on verbs it is
     // not needed, and a CQ poll per look would slow the loop under
@@ -51,7 +53,7 @@ fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeErro
     let spin = |s: &mut PollingScope<'_, '_, Node>| -> Result<(), TransportError> {
         let t = Instant::now();
         let mut looks = 0u32;
-        while flag.load(Acquire) != 0xff {
+        while flag.load(Acquire).to_ne_bytes()[last] != 0xff {
             looks = looks.wrapping_add(1);
             if looks.is_multiple_of(16) {
                 s.progress()?;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ferrovia_channel::{Channel, ChannelBuilder, MultiChannel};
-use ferrovia_mr::{RegisterOptions, RegisteredBuffer};
+use ferrovia_mr::{Access, RegisterOptions, RegisteredBuffer, Shared};
 use ferrovia_verbs::{ConnectOptions, Context, ProtectionDomain};
 
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -56,7 +56,7 @@ pub fn star(n: usize) -> (MultiChannel, Vec<Channel>) {
     (m, leaves)
 }
 
-pub fn buf(ch: &Channel, data: &[u8], opts: RegisterOptions) -> RegisteredBuffer {
+pub fn buf<A: Access>(ch: &Channel, data: &[u8], opts: RegisterOptions<A>) -> RegisteredBuffer<A> {
     ch.registry().register_buffer(data.to_vec(), opts).unwrap()
 }
 
@@ -66,7 +66,7 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-pub fn remote_rw() -> RegisterOptions {
+pub fn remote_rw() -> RegisterOptions<Shared> {
     RegisterOptions::local()
         .allow_remote_read()
         .allow_remote_write()

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
-use ferrovia_mr::{MrError, RegisterOptions, RegisteredKeys, Registrar};
+use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
 use ferrovia_verbs::AccessFlags;
 
 #[derive(Clone, Default)]
@@ -21,7 +21,9 @@ struct FakeKeys {
     live: Arc<AtomicUsize>,
 }
 
-impl RegisteredKeys for FakeKeys {
+// SAFETY: the keys report exactly the access asked for and never change;
+// no device or peer ever uses them.
+unsafe impl RegisteredKeys for FakeKeys {
     fn lkey(&self) -> u32 {
         self.key
     }
@@ -39,13 +41,14 @@ impl Drop for FakeKeys {
     }
 }
 
-impl Registrar for FakeRegistrar {
+// SAFETY: never allocates; reports exactly the asked-for access.
+unsafe impl Registrar for FakeRegistrar {
     unsafe fn register(
         &self,
         _addr: *mut u8,
         len: usize,
         _iova: Option<u64>,
-        opts: &RegisterOptions,
+        access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError> {
         assert!(
             len > 0,
@@ -54,7 +57,7 @@ impl Registrar for FakeRegistrar {
         self.live.fetch_add(1, SeqCst);
         Ok(Box::new(FakeKeys {
             key: self.next_key.fetch_add(1, SeqCst) + 1,
-            access: opts.access(),
+            access,
             live: self.live.clone(),
         }))
     }

@@ -111,8 +111,9 @@ fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
                 }
             }
             s.barrier(&all, WAIT)?; // every write has landed
+            let landed = inbox.to_vec();
             for p in 0..n {
-                if inbox[p * SLOT..(p + 1) * SLOT] != pattern(p, me, it) {
+                if landed[p * SLOT..(p + 1) * SLOT] != pattern(p, me, it) {
                     return Err(NodeError::Transport(
                         ferrovia_channel::TransportError::Config(format!(
                             "iteration {it}: write from rank {p} corrupted"
@@ -237,6 +238,7 @@ fn demo(node: &mut Node) -> Result<(), NodeError> {
             .collect()
     };
     let expect: Vec<u64> = (0..n as u64).map(|r| r + 100).collect();
+    let board = board.to_vec();
     if values(&board) != expect || values(&peek) != expect {
         return Err(NodeError::Transport(
             ferrovia_channel::TransportError::Config(format!(
