@@ -42,7 +42,7 @@ pub struct SendOp {
 impl SendOp {
     /// The used SGEs.
     pub fn sges(&self) -> &[Sge] {
-        &self.sges[..self.num_sge]
+        &self.sges[..self.num_sge.min(MAX_ELEMENTS)]
     }
 }
 
@@ -60,7 +60,7 @@ pub struct RecvOp {
 impl RecvOp {
     /// The used SGEs.
     pub fn sges(&self) -> &[Sge] {
-        &self.sges[..self.num_sge]
+        &self.sges[..self.num_sge.min(MAX_ELEMENTS)]
     }
 }
 

@@ -280,7 +280,8 @@ impl MrRegistry {
                 return Ok(Registration::new(seg.clone(), self.inner.clone()));
             }
         }
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: `insert` needs the memory valid while the handle lives,
+        // exactly what our caller promises.
         unsafe { self.insert(addr, len, &opts, None) }
     }
 
@@ -298,7 +299,9 @@ impl MrRegistry {
     ) -> Result<Registration<'static>, MrError> {
         checked_end(addr as u64, len as u64)?;
         let iova = opts.resolve_iova(addr as usize)?;
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: the registrar needs the memory allocated while the keys
+        // live; the keys live in the segment, which our caller keeps no
+        // longer than the memory (its contract).
         let keys = unsafe { self.register_keys(addr, len, iova, opts.access)? };
         Ok(self.insert_keys(addr, len, iova, keys, owned))
     }
@@ -315,7 +318,9 @@ impl MrRegistry {
         iova: Option<u64>,
         access: AccessFlags,
     ) -> Result<Box<dyn crate::registrar::RegisteredKeys>, MrError> {
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: `Registrar::register` asks for the memory to stay
+        // allocated while the keys exist, which is this function's own
+        // contract.
         unsafe { self.inner.registrar.register(addr, len, iova, access) }
     }
 

@@ -58,18 +58,33 @@ pub(crate) fn take(into: &mut Vec<Event>) {
 }
 
 /// Completion of a send, put, get, flush or close.
+///
+/// # Safety
+/// Only UCX calls it, as the `cb.send` of a request the engine issued with
+/// `UCP_OP_ATTR_FIELD_REQUEST` unset (UCX allocated `request`) and with
+/// `user_data` set to the operation's token: `request` is that live,
+/// completed request, which nobody else frees (the engine forgets a
+/// request once it has handed it to UCX with this callback).
 pub(crate) unsafe extern "C" fn send_done(
     request: *mut c_void,
     status: ffi::ucs_status_t,
     user_data: *mut c_void,
 ) {
     let _ = catch_unwind(|| push(Event::new(user_data as u64, status)));
-    // SAFETY: UCX hands over a request that is complete; it is freed once,
-    // here, and the engine never touches it after this callback.
+    // SAFETY: by this function's contract `request` is a live request UCX
+    // allocated and reports complete; this is the one place that frees it,
+    // and the engine drops its copy of the pointer when the event is
+    // handled, never dereferencing it again.
     unsafe { ffi::ucp_request_free(request) };
 }
 
 /// Completion of a tagged receive.
+///
+/// # Safety
+/// Only UCX calls it, as the `cb.recv` of a receive the engine posted with
+/// its token as `user_data`: `request` is that live, completed (or
+/// cancelled) request, freed only here, and `info` is NULL or points to a
+/// `ucp_tag_recv_info_t` valid for the call.
 pub(crate) unsafe extern "C" fn recv_done(
     request: *mut c_void,
     status: ffi::ucs_status_t,
@@ -78,20 +93,28 @@ pub(crate) unsafe extern "C" fn recv_done(
 ) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let mut ev = Event::new(user_data as u64, status);
-        // SAFETY: UCX passes a valid info for the duration of the call
-        // (checked for NULL in case of a cancelled request).
+        // SAFETY: by this function's contract `info` is NULL (checked by
+        // `as_ref`, as UCX passes for a cancelled request) or valid for
+        // reads for the duration of the call; only its fields are copied.
         if let Some(info) = unsafe { info.as_ref() } {
             ev.len = info.length;
             ev.tag = info.sender_tag;
         }
         push(ev);
     }));
-    // SAFETY: as in `send_done`.
+    // SAFETY: `request` is a live request UCX allocated and reports done
+    // (this function's contract), freed only here, and the engine never
+    // dereferences its copy after the event.
     unsafe { ffi::ucp_request_free(request) };
 }
 
 /// An endpoint failed (the peer died or became unreachable); `arg` is
 /// the peer index.
+///
+/// # Safety
+/// Only UCX calls it, as the error handler of an endpoint the engine
+/// created with the peer's index (not a pointer) as `arg`; it dereferences
+/// nothing, so any arguments UCX passes are fine.
 pub(crate) unsafe extern "C" fn endpoint_failed(
     arg: *mut c_void,
     _ep: ffi::ucp_ep_h,
@@ -106,6 +129,12 @@ pub(crate) unsafe extern "C" fn endpoint_failed(
 }
 
 /// A control message arrived (sent eager, so its bytes are all here).
+///
+/// # Safety
+/// Only UCX calls it, as the active-message handler registered for
+/// `control::AM_ID`: `header` is NULL or points to `header_length`
+/// readable bytes for the duration of the call. The data part is not
+/// touched (returning `UCS_OK` tells UCX it may release it).
 pub(crate) unsafe extern "C" fn control_received(
     _arg: *mut c_void,
     header: *const c_void,
@@ -118,8 +147,9 @@ pub(crate) unsafe extern "C" fn control_received(
         let bytes: Box<[u8]> = if header.is_null() || header_length == 0 {
             Box::new([])
         } else {
-            // SAFETY: UCX passes `header_length` readable bytes at `header`
-            // for the duration of the call; they are copied.
+            // SAFETY: `header` is non-null (checked) and, by this function's
+            // contract, points to `header_length` bytes readable for the
+            // call; they are copied out before it returns.
             unsafe { std::slice::from_raw_parts(header.cast::<u8>(), header_length) }.into()
         };
         let mut ev = Event::new(crate::engine::CONTROL_TOKEN, ffi::UCS_OK);

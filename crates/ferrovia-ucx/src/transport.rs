@@ -175,8 +175,13 @@ impl UcxTransport {
 
     /// Sends raw bytes on the control channel to `peer`: for tests that a
     /// malformed message is dropped and counted.
+    ///
+    /// # Safety
+    /// `bytes` must not be a well-formed key reply: a peer that asked for
+    /// that key would hand its packed rkey to `ucp_ep_rkey_unpack`, which
+    /// takes no length and trusts the bytes.
     #[doc(hidden)]
-    pub fn send_raw_control(&self, peer: usize, bytes: Vec<u8>) {
+    pub unsafe fn send_raw_control(&self, peer: usize, bytes: Vec<u8>) {
         self.shared.send(Cmd::RawControl { peer, bytes });
     }
 

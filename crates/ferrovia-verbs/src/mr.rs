@@ -44,7 +44,10 @@ impl MemoryRegion {
         access: AccessFlags,
     ) -> Result<MemoryRegion> {
         Self::check_len(len)?;
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: `pd` is live (borrowed); `ibv_reg_mr` pins and maps
+        // `addr..addr+len`, which our caller keeps allocated for as long as
+        // the region (and any work using it) lives: this function's
+        // contract, the one the kernel needs.
         let mr = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
         Self::finish(
             pd,
@@ -71,7 +74,9 @@ impl MemoryRegion {
         access: AccessFlags,
     ) -> Result<MemoryRegion> {
         Self::check_len(len)?;
-        // SAFETY: forwarded to the caller's contract.
+        // SAFETY: as for `ibv_reg_mr` in `register`: a live PD and memory
+        // our caller keeps allocated while the region lives; `iova` is
+        // only an address the device translates.
         let mr = unsafe {
             sys::ibv_reg_mr_iova(pd.as_raw(), addr.cast(), len, iova, access.bits() as i32)
         };

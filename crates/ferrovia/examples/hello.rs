@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if node.rank() == 1 {
         println!(
             "hello: {} over {}",
-            String::from_utf8_lossy(&inbox.to_vec()[..11]),
+            String::from_utf8_lossy(&inbox.to_vec()[..11]), // peers write it: copy out
             node.describe()
         );
     }

@@ -41,8 +41,17 @@
 //! # }
 //! ```
 //!
+//! # Registered memory: what safe code may do
+//! Memory only this process changes ([`Local`], the default, also with
+//! remote read) derefs to `[u8]`; while a work request borrows it the
+//! compiler forbids writing, moving or freeing it. Memory a peer may write
+//! ([`Shared`]: remote write or atomics) is never a slice, because the
+//! optimizer may assume a slice does not change: read it with
+//! `load_u64`, `read_into` or `to_vec` once the peer said it is done, and
+//! end peers' access with `into_local` to get plain bytes back. The rules
+//! in full are in [`mr`]'s documentation.
+//!
 //! # Quick start: two verbs channels
-//! # Quick start
 //! ```no_run
 //! use std::time::Duration;
 //! use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
@@ -89,7 +98,10 @@ pub use ferrovia_channel::{
     ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopedPendingWork, SendWorkRequest,
     TransportError, TransportResult, WorkDone, WriteWorkRequest,
 };
-pub use ferrovia_mr::{MemoryRegionView, MrError, MrRegistry, RegisterOptions, RemoteMemoryRegion};
+pub use ferrovia_mr::{
+    Local, MemoryRegionView, MrError, MrRegistry, RegisterOptions, RegisteredBuffer,
+    RegisteredMemory, RemoteMemoryRegion, Shared, SharedBuffer,
+};
 pub use ferrovia_node::{
     Backend, BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError,
     NodeScope,

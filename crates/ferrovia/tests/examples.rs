@@ -13,6 +13,7 @@ const EXAMPLES: &[(&str, usize)] = &[
     ("all_to_all", 4),
     ("barrier_loop", 4),
     ("param_server", 4),
+    ("watch_flag", 2),
 ];
 
 /// `target/<profile>/examples/NAME`, next to this test's `deps` folder

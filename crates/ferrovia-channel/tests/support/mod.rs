@@ -1,0 +1,228 @@
+//! Test doubles shared by the host tests and the benches: a transport that
+//! touches no memory and reports what it is told to, and a registrar that
+//! needs no device. They let the scoped core's bookkeeping (slots, drain,
+//! flush, list posting, allocation) run on any machine.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+use ferrovia_channel::{
+    ChannelConfig, ChannelCore, Completion, MultiPeer, RecvOp, ScopeTarget, SendOp, Transport,
+    TransportError, TransportResult,
+};
+use ferrovia_mr::{MrError, MrRegistry, RegisteredKeys, Registrar};
+use ferrovia_verbs::{AccessFlags, WcStatus};
+use parking_lot::Mutex;
+
+/// When the double completes what is posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every signalled send and every receive completes at once.
+    Instant,
+    /// Nothing completes until `complete_all` or a flush.
+    Held,
+}
+
+/// A transport double over `peers` peers. It never reads or writes the
+/// memory its ops name: it only keeps their ids.
+pub struct Double {
+    mode: Mutex<Mode>,
+    peers: usize,
+    depth: u32,
+    /// Completions ready to be polled.
+    done: Mutex<VecDeque<Completion>>,
+    /// Ops posted and not yet reported, per peer: (wr_id, signalled).
+    outstanding: Mutex<Vec<VecDeque<(u64, bool)>>>,
+    /// How many ops were posted (send and receive queues).
+    pub posted: AtomicUsize,
+    /// After this many more ops, post_send fails (a full queue).
+    fail_after: Mutex<Option<usize>>,
+    pub flushes: AtomicUsize,
+}
+
+impl Double {
+    pub fn new(peers: usize, depth: u32, mode: Mode) -> Arc<Double> {
+        Arc::new(Double {
+            mode: Mutex::new(mode),
+            peers,
+            depth,
+            done: Mutex::new(VecDeque::with_capacity(4 * depth as usize)),
+            outstanding: Mutex::new(
+                (0..peers)
+                    .map(|_| VecDeque::with_capacity(2 * depth as usize))
+                    .collect(),
+            ),
+            posted: AtomicUsize::new(0),
+            fail_after: Mutex::new(None),
+            flushes: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        *self.mode.lock() = mode;
+    }
+
+    /// Makes `post_send` accept `n` more ops, then fail.
+    pub fn fail_after(&self, n: usize) {
+        *self.fail_after.lock() = Some(n);
+    }
+
+    /// Completes every outstanding op successfully.
+    pub fn complete_all(&self) {
+        let mut out = self.outstanding.lock();
+        let mut done = self.done.lock();
+        for q in out.iter_mut() {
+            for (wr_id, signaled) in q.drain(..) {
+                if signaled {
+                    done.push_back(ok(wr_id));
+                }
+            }
+        }
+    }
+
+    /// Ops posted and not yet reported to the core.
+    pub fn in_flight(&self) -> usize {
+        self.outstanding
+            .lock()
+            .iter()
+            .map(VecDeque::len)
+            .sum::<usize>()
+            + self.done.lock().len()
+    }
+}
+
+fn ok(wr_id: u64) -> Completion {
+    Completion {
+        wr_id,
+        ..Completion::default()
+    }
+}
+
+// SAFETY: touches no memory; reports each op once, in posting order per
+// peer (a FIFO per peer, and flushes report in that order too), and only
+// ops that were posted; `byte_len` is always 0; depths are constant.
+unsafe impl Transport for Double {
+    fn peers(&self) -> usize {
+        self.peers
+    }
+    fn send_depth(&self, _: usize) -> u32 {
+        self.depth
+    }
+    fn recv_depth(&self, _: usize) -> u32 {
+        self.depth
+    }
+    fn max_inline(&self, _: usize) -> u32 {
+        64
+    }
+    unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
+        if let Some(left) = self.fail_after.lock().as_mut() {
+            if *left < ops.len() {
+                return Err(TransportError::Config("the double's queue is full".into()));
+            }
+            *left -= ops.len();
+        }
+        self.posted.fetch_add(ops.len(), Relaxed);
+        if *self.mode.lock() == Mode::Instant {
+            let mut done = self.done.lock();
+            done.extend(ops.iter().filter(|o| o.signaled).map(|o| ok(o.wr_id)));
+        } else {
+            let mut out = self.outstanding.lock();
+            out[peer].extend(ops.iter().map(|o| (o.wr_id, o.signaled)));
+        }
+        Ok(())
+    }
+    unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        self.posted.fetch_add(ops.len(), Relaxed);
+        if *self.mode.lock() == Mode::Instant {
+            self.done.lock().extend(ops.iter().map(|o| ok(o.wr_id)));
+        } else {
+            let mut out = self.outstanding.lock();
+            out[peer].extend(ops.iter().map(|o| (o.wr_id, true)));
+        }
+        Ok(())
+    }
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        let mut q = self.done.lock();
+        let n = out.len().min(q.len());
+        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+            *o = c;
+        }
+        Ok(n)
+    }
+    fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
+        let n = self.poll(out)?;
+        if n == 0 {
+            // Nothing will arrive by itself: sleep a little, as a CQ would.
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+        }
+        Ok(n)
+    }
+    fn flush(&self, peer: usize) -> TransportResult<()> {
+        self.flushes.fetch_add(1, Relaxed);
+        let mut out = self.outstanding.lock();
+        let mut done = self.done.lock();
+        // A flushed QP reports every outstanding WR, signalled or not.
+        done.extend(out[peer].drain(..).map(|(wr_id, _)| Completion {
+            wr_id,
+            status: WcStatus::WR_FLUSH_ERR,
+            ..Completion::default()
+        }));
+        Ok(())
+    }
+}
+
+/// A scope target over one engine.
+pub struct Target(pub ChannelCore);
+
+impl ScopeTarget for Target {
+    fn core(&self) -> &ChannelCore {
+        &self.0
+    }
+}
+
+impl MultiPeer for Target {}
+
+/// A scope target over `double` with `cfg`.
+pub fn target(double: &Arc<Double>, cfg: ChannelConfig) -> Target {
+    Target(ChannelCore::new(double.clone(), cfg))
+}
+
+struct Keys(u32, AccessFlags);
+
+// SAFETY: fixed keys reporting the asked-for access; no device or peer
+// ever uses them.
+unsafe impl RegisteredKeys for Keys {
+    fn lkey(&self) -> u32 {
+        self.0
+    }
+    fn rkey(&self) -> u32 {
+        self.0
+    }
+    fn access(&self) -> AccessFlags {
+        self.1
+    }
+}
+
+/// A registrar that needs no device.
+pub struct NoDevice;
+
+// SAFETY: never allocates; reports exactly the asked-for access.
+unsafe impl Registrar for NoDevice {
+    unsafe fn register(
+        &self,
+        _: *mut u8,
+        _: usize,
+        _: Option<u64>,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        Ok(Box::new(Keys(1, access)))
+    }
+}
+
+/// A registry over [`NoDevice`].
+pub fn registry() -> MrRegistry {
+    MrRegistry::with_registrar(NoDevice)
+}
