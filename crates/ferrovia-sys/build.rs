@@ -1,15 +1,64 @@
 //! Generates the libibverbs bindings at build time from the system headers.
 //!
-//! Static-inline verbs (`ibv_post_send`, `ibv_poll_cq`, `ibv_wr_*`, ...) have
-//! no symbol in `libibverbs.so`; bindgen's `wrap_static_fns` emits a C file of
-//! thin wrappers that we compile with `cc`, so they always match the headers
-//! actually installed (hand-ported inlines drift from rdma-core).
+//! - Types and constants come from bindgen over `wrapper.h`, so layouts
+//!   always match the installed headers.
+//! - Exported functions are loaded at run time (bindgen's
+//!   `dynamic_library_name`: a struct of function pointers filled by
+//!   `dlopen`/`dlsym`), so a binary built with verbs support still starts
+//!   on a host without `libibverbs.so.1` and can fall back to UCX.
+//! - Static-inline data-path verbs (`ibv_post_send`, `ibv_poll_cq`,
+//!   `ibv_wr_*`, ...) have no symbol in `libibverbs.so`; bindgen's
+//!   `wrap_static_fns` emits C wrappers for them, compiled with `cc`
+//!   (hand-ported inlines drift from rdma-core). Only inlines that call
+//!   through the context's function pointers are wrapped: the object then
+//!   references no libibverbs symbol, and nothing links the library.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::exit;
 
 const INSTALL_HINT: &str = "apt-get install libibverbs-dev librdmacm-dev clang libclang-dev pkg-config (or run `cargo xtask deps`)";
+
+/// Exported libibverbs functions ferrovia loads at run time.
+const VERBS_FUNCTIONS: &[&str] = &[
+    "ibv_get_device_list",
+    "ibv_free_device_list",
+    "ibv_get_device_name",
+    "ibv_get_device_guid",
+    "ibv_open_device",
+    "ibv_close_device",
+    "ibv_query_device",
+    "ibv_query_port",
+    "_ibv_query_gid_ex",
+    "ibv_alloc_pd",
+    "ibv_dealloc_pd",
+    "ibv_reg_mr",
+    "ibv_reg_mr_iova",
+    "ibv_dereg_mr",
+    "ibv_create_comp_channel",
+    "ibv_destroy_comp_channel",
+    "ibv_create_cq",
+    "ibv_destroy_cq",
+    "ibv_get_cq_event",
+    "ibv_ack_cq_events",
+    "ibv_create_qp",
+    "ibv_destroy_qp",
+    "ibv_modify_qp",
+    "ibv_query_qp",
+    "ibv_create_srq",
+    "ibv_modify_srq",
+    "ibv_query_srq",
+    "ibv_destroy_srq",
+    "ibv_get_async_event",
+    "ibv_ack_async_event",
+    "ibv_event_type_str",
+    "ibv_wc_status_str",
+];
+
+/// Static inlines that only call through function pointers of the
+/// context, QP or CQ (no exported symbol), so their wrappers need no
+/// libibverbs at link time.
+const POINTER_ONLY_INLINES: &str = "ibv_(post_send|post_recv|post_srq_recv|poll_cq|req_notify_cq|wr_.*|start_poll|next_poll|end_poll|wc_read_.*)";
 
 fn fail(msg: &str) -> ! {
     // One line a user can act on; cargo shows build-script stderr on failure.
@@ -18,13 +67,67 @@ fn fail(msg: &str) -> ! {
 }
 
 fn probe(lib: &str) -> pkg_config::Library {
-    match pkg_config::Config::new().atleast_version("1.0").probe(lib) {
+    // Headers only: the library itself is loaded at run time.
+    match pkg_config::Config::new()
+        .atleast_version("1.0")
+        .cargo_metadata(false)
+        .probe(lib)
+    {
         Ok(l) => l,
         Err(e) => {
             let first = e.to_string().lines().next().unwrap_or_default().to_owned();
             fail(&format!("pkg-config could not find {lib} ({first})"))
         }
     }
+}
+
+/// The bindgen settings both passes share: the headers and the enums.
+fn base(header: &Path, include_paths: &[PathBuf], rdmacm: bool) -> bindgen::Builder {
+    let mut b = bindgen::Builder::default()
+        .header(header.to_string_lossy())
+        .newtype_enum("ibv_wc_status")
+        .newtype_enum("ibv_wc_opcode")
+        .newtype_enum("ibv_qp_state")
+        .newtype_enum("ibv_port_state")
+        .newtype_enum("ibv_mtu")
+        .newtype_enum("ibv_gid_type")
+        .newtype_enum("ibv_event_type")
+        .bitfield_enum("ibv_access_flags")
+        .bitfield_enum("ibv_send_flags")
+        .bitfield_enum("ibv_qp_attr_mask")
+        .bitfield_enum("ibv_wc_flags")
+        .bitfield_enum("ibv_srq_attr_mask")
+        .prepend_enum_name(false)
+        .derive_default(true)
+        .derive_debug(true)
+        .layout_tests(false)
+        .generate_comments(false)
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    if rdmacm {
+        b = b.clang_arg("-DFERROVIA_SYS_RDMACM");
+    }
+    for p in include_paths {
+        b = b.clang_arg(format!("-I{}", p.display()));
+    }
+    b
+}
+
+/// Runs bindgen, turning its panic on a missing libclang into one line.
+fn generate(builder: bindgen::Builder, out: &Path) {
+    std::panic::set_hook(Box::new(|_| {}));
+    let generated =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate()));
+    let _ = std::panic::take_hook();
+    let bindings = match generated {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => fail(&format!(
+            "bindgen could not parse the rdma-core headers: {e}"
+        )),
+        Err(_) => fail("bindgen could not load libclang"),
+    };
+    bindings
+        .write_to_file(out)
+        .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", out.display())));
 }
 
 fn main() {
@@ -48,56 +151,36 @@ fn main() {
     let header = manifest_dir.join("wrapper.h");
     let wrappers = out_dir.join("static_wrappers");
 
-    let mut builder = bindgen::Builder::default()
-        .header(header.to_string_lossy())
-        .allowlist_function("_*ibv_.*")
+    // Pass 1: types, constants and the pointer-only inlines.
+    let mut types = base(&header, &include_paths, rdmacm)
         .allowlist_type("_*ibv_.*")
         .allowlist_var("_*IBV_.*")
         .allowlist_var("_*ibv_.*")
-        .newtype_enum("ibv_wc_status")
-        .newtype_enum("ibv_wc_opcode")
-        .newtype_enum("ibv_qp_state")
-        .newtype_enum("ibv_port_state")
-        .newtype_enum("ibv_mtu")
-        .newtype_enum("ibv_gid_type")
-        .bitfield_enum("ibv_access_flags")
-        .bitfield_enum("ibv_send_flags")
-        .bitfield_enum("ibv_qp_attr_mask")
-        .bitfield_enum("ibv_wc_flags")
-        .prepend_enum_name(false)
-        .derive_default(true)
-        .derive_debug(true)
-        .layout_tests(false)
-        .generate_comments(false)
+        .allowlist_function(POINTER_ONLY_INLINES)
         .wrap_static_fns(true)
-        .wrap_static_fns_path(&wrappers)
-        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        .wrap_static_fns_path(&wrappers);
     if rdmacm {
-        builder = builder
-            .clang_arg("-DFERROVIA_SYS_RDMACM")
-            .allowlist_function("rdma_.*")
-            .allowlist_type("rdma_.*")
-            .allowlist_var("RDMA_.*");
+        types = types.allowlist_type("rdma_.*").allowlist_var("RDMA_.*");
     }
-    for p in &include_paths {
-        builder = builder.clang_arg(format!("-I{}", p.display()));
-    }
+    generate(types, &out_dir.join("types.rs"));
 
-    // bindgen panics when libclang cannot be loaded; turn that into one line.
-    std::panic::set_hook(Box::new(|_| {}));
-    let generated =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate()));
-    let _ = std::panic::take_hook();
-    let bindings = match generated {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => fail(&format!(
-            "bindgen could not parse the rdma-core headers: {e}"
-        )),
-        Err(_) => fail("bindgen could not load libclang"),
-    };
-    bindings
-        .write_to_file(out_dir.join("bindings.rs"))
-        .unwrap_or_else(|e| fail(&format!("cannot write bindings.rs: {e}")));
+    // Pass 2: the exported functions, as a library loaded at run time.
+    let mut functions = base(&header, &include_paths, rdmacm)
+        .allowlist_recursively(false)
+        .dynamic_library_name("Verbs")
+        .dynamic_link_require_all(true);
+    for f in VERBS_FUNCTIONS {
+        functions = functions.allowlist_function(f);
+    }
+    generate(functions, &out_dir.join("verbs_fns.rs"));
+    if rdmacm {
+        let cm = base(&header, &include_paths, rdmacm)
+            .allowlist_recursively(false)
+            .allowlist_function("rdma_.*")
+            .dynamic_library_name("RdmaCm")
+            .dynamic_link_require_all(true);
+        generate(cm, &out_dir.join("rdmacm_fns.rs"));
+    }
 
     let mut cc = cc::Build::new();
     cc.file(wrappers.with_extension("c"))
@@ -110,9 +193,4 @@ fn main() {
         cc.include(p);
     }
     cc.compile("ferrovia_sys_static_wrappers");
-    // The wrappers call into libibverbs: it must follow them on the link line.
-    println!("cargo:rustc-link-lib=ibverbs");
-    if rdmacm {
-        println!("cargo:rustc-link-lib=rdmacm");
-    }
 }

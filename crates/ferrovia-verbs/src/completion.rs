@@ -2,28 +2,7 @@
 
 use ferrovia_sys as sys;
 
-use crate::error::CompletionError;
-use crate::wc_status::WcStatus;
-
-/// What a completed work request was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum WcOpcode {
-    /// A send (with or without immediate).
-    Send,
-    /// An RDMA write (with or without immediate) on the requester.
-    RdmaWrite,
-    /// An RDMA read on the requester.
-    RdmaRead,
-    /// An atomic.
-    Atomic,
-    /// A receive consumed by a send.
-    Recv,
-    /// A receive consumed by an RDMA write with immediate.
-    RecvRdmaWithImm,
-    /// Another opcode, raw.
-    Other(u32),
-}
+use ferrovia_types::{CompletionError, WcOpcode, WcStatus};
 
 /// A work completion, laid out exactly as `struct ibv_wc` so a batch polls
 /// straight into a caller's buffer.

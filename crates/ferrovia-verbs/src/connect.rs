@@ -3,11 +3,11 @@
 use ferrovia_sys as sys;
 use sys::ibv_qp_attr_mask as M;
 
-use crate::access::AccessFlags;
 use crate::endpoint::Endpoint;
 use crate::error::{Result, VerbsError};
 use crate::port::{LinkLayer, Mtu};
 use crate::qp::QueuePair;
+use ferrovia_types::AccessFlags;
 
 /// Transport parameters of a connection. The defaults suit a datacenter
 /// fabric and soft-RoCE alike.

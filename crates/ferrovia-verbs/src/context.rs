@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferrovia_sys as sys;
 
 use crate::device::with_device_list;
-use crate::error::{Result, VerbsError, check, null_error};
+use crate::error::{Result, VerbsError, check, lib, loaded, null_error};
 use crate::gid::{Gid, GidEntry, GidType, pick_gid};
 use crate::port::{LinkLayer, Mtu, PortAttributes, PortState};
 
@@ -32,9 +32,11 @@ unsafe impl Sync for ContextInner {}
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        // SAFETY: every child object holds an Arc to this context, so none is
-        // left when it closes.
-        unsafe { sys::ibv_close_device(self.ctx.as_ptr()) };
+        if let Some(l) = loaded() {
+            // SAFETY: every child object holds an Arc to this context, so
+            // none is left when it closes; it is closed once, here.
+            unsafe { l.ibv_close_device(self.ctx.as_ptr()) };
+        }
     }
 }
 
@@ -77,12 +79,12 @@ impl Context {
             let mut present = Vec::new();
             for &dev in devs {
                 // SAFETY: `dev` is from a live device list.
-                let dev_name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) }
+                let dev_name = unsafe { CStr::from_ptr(lib()?.ibv_get_device_name(dev)) }
                     .to_string_lossy()
                     .into_owned();
                 if dev_name == name {
                     // SAFETY: `dev` is valid; the context outlives the list.
-                    let ctx = unsafe { sys::ibv_open_device(dev) };
+                    let ctx = unsafe { lib()?.ibv_open_device(dev) };
                     let ctx = NonNull::new(ctx).ok_or_else(|| null_error("ibv_open_device"))?;
                     log::debug!("opened RDMA device {dev_name}");
                     return Ok(Context {
@@ -139,7 +141,7 @@ impl Context {
         let mut a = sys::ibv_device_attr::default();
         // SAFETY: valid context and out-pointer.
         check("ibv_query_device", unsafe {
-            sys::ibv_query_device(self.as_raw(), &mut a)
+            lib()?.ibv_query_device(self.as_raw(), &mut a)
         })?;
         // SAFETY: fw_ver is a NUL-terminated char array filled by the driver.
         let fw = unsafe { CStr::from_ptr(a.fw_ver.as_ptr()) };
@@ -160,12 +162,15 @@ impl Context {
 
     /// Queries port `port` (1-based).
     pub fn query_port(&self, port: u8) -> Result<PortAttributes> {
+        // Zeroed, as the header's inline does: the exported symbol fills
+        // only the leading, older part of the struct (every field read
+        // below is in it).
         let mut a = sys::ibv_port_attr::default();
-        // `ibv_query_port` is a header macro over `___ibv_query_port` (the
-        // exported symbol takes the old, shorter struct).
-        // SAFETY: valid context and out-pointer.
+        // SAFETY: a live context, and an out-pointer to a struct that
+        // begins with the `_compat_ibv_port_attr` layout the exported
+        // `ibv_query_port` writes (rdma-core appended fields after it).
         check("ibv_query_port", unsafe {
-            sys::___ibv_query_port(self.as_raw(), port, &mut a)
+            lib()?.ibv_query_port(self.as_raw(), port, (&raw mut a).cast())
         })?;
         let mtu = |m: sys::ibv_mtu| Mtu::from_raw(m.0).unwrap_or(Mtu::Mtu256);
         Ok(PortAttributes {
@@ -205,9 +210,18 @@ impl Context {
         let mut out = Vec::new();
         for index in 0..len {
             let mut e = sys::ibv_gid_entry::default();
-            // SAFETY: valid context and out-pointer; flags must be 0.
-            let ret =
-                unsafe { sys::ibv_query_gid_ex(self.as_raw(), u32::from(port), index, &mut e, 0) };
+            // SAFETY: valid context and out-pointer of the size passed (what
+            // the header's `ibv_query_gid_ex` inline passes); flags must be 0.
+            let ret = unsafe {
+                lib()?._ibv_query_gid_ex(
+                    self.as_raw(),
+                    u32::from(port),
+                    index,
+                    &mut e,
+                    0,
+                    std::mem::size_of::<sys::ibv_gid_entry>(),
+                )
+            };
             // Empty slots report ENODATA (or EINVAL on some providers).
             if ret != 0 {
                 continue;

@@ -9,7 +9,7 @@ use ferrovia_sys as sys;
 
 use crate::completion::WorkCompletion;
 use crate::context::{Context, ContextInner};
-use crate::error::{Result, VerbsError, check, last_errno, null_error};
+use crate::error::{Result, VerbsError, check, last_errno, lib, loaded, null_error};
 
 /// A completion queue (`struct ibv_cq`). Cheap to clone.
 ///
@@ -37,10 +37,10 @@ impl Drop for CqInner {
     fn drop(&mut self) {
         // SAFETY: QPs hold an Arc to this CQ, so none uses it any more; every
         // event taken was acknowledged at once in `wait`.
-        unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
+        unsafe { loaded().map(|l| l.ibv_destroy_cq(self.cq.as_ptr())) };
         if let Some(ch) = self.channel {
             // SAFETY: its only CQ was destroyed just above.
-            unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+            unsafe { loaded().map(|l| l.ibv_destroy_comp_channel(ch.as_ptr())) };
         }
     }
 }
@@ -66,7 +66,7 @@ impl CompletionQueue {
             })?;
         let channel = if with_channel {
             // SAFETY: valid context.
-            let ch = unsafe { sys::ibv_create_comp_channel(ctx.as_raw()) };
+            let ch = unsafe { lib()?.ibv_create_comp_channel(ctx.as_raw()) };
             let ch = NonNull::new(ch).ok_or_else(|| null_error("ibv_create_comp_channel"))?;
             // The fd is made non-blocking so a spurious readiness never
             // blocks ibv_get_cq_event past the caller's deadline.
@@ -84,7 +84,7 @@ impl CompletionQueue {
             {
                 let err = null_error("fcntl(O_NONBLOCK) on the completion channel");
                 // SAFETY: created above, no CQ attached yet.
-                unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+                unsafe { lib()?.ibv_destroy_comp_channel(ch.as_ptr()) };
                 return Err(err);
             }
             Some(ch)
@@ -93,7 +93,7 @@ impl CompletionQueue {
         };
         // SAFETY: valid context; the channel (if any) is live.
         let cq = unsafe {
-            sys::ibv_create_cq(
+            lib()?.ibv_create_cq(
                 ctx.as_raw(),
                 cqe,
                 null_mut(),
@@ -105,7 +105,7 @@ impl CompletionQueue {
             let err = null_error("ibv_create_cq");
             if let Some(ch) = channel {
                 // SAFETY: no CQ uses it.
-                unsafe { sys::ibv_destroy_comp_channel(ch.as_ptr()) };
+                unsafe { lib()?.ibv_destroy_comp_channel(ch.as_ptr()) };
             }
             return Err(err);
         };
@@ -233,10 +233,10 @@ impl CompletionQueue {
             let mut ev_ctx = null_mut();
             // SAFETY: live channel; the fd is non-blocking so this returns
             // EAGAIN instead of sleeping if another waiter took the event.
-            let got = unsafe { sys::ibv_get_cq_event(ch.as_ptr(), &mut ev_cq, &mut ev_ctx) };
+            let got = unsafe { lib()?.ibv_get_cq_event(ch.as_ptr(), &mut ev_cq, &mut ev_ctx) };
             if got == 0 {
                 // SAFETY: one event was taken for ev_cq (our only CQ).
-                unsafe { sys::ibv_ack_cq_events(ev_cq, 1) };
+                unsafe { lib()?.ibv_ack_cq_events(ev_cq, 1) };
             } else if last_errno() != Some(libc::EAGAIN) {
                 return Err(null_error("ibv_get_cq_event"));
             }

@@ -4,7 +4,7 @@ use std::ffi::CStr;
 
 use ferrovia_sys as sys;
 
-use crate::error::{Result, VerbsError, last_errno};
+use crate::error::{Result, VerbsError, last_errno, lib};
 
 /// An RDMA device present on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,20 +21,19 @@ pub struct DeviceInfo {
 /// `ENOSYS`) and a host without devices both give `Ok(vec![])`.
 pub fn devices() -> Result<Vec<DeviceInfo>> {
     with_device_list(|list| {
-        Ok(list
-            .iter()
+        list.iter()
             .map(|&dev| {
                 // SAFETY: `dev` comes from a live device list; the name is a
                 // NUL-terminated string owned by the device.
-                let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) };
+                let name = unsafe { CStr::from_ptr(lib()?.ibv_get_device_name(dev)) };
                 // SAFETY: as above.
-                let guid = u64::from_be(unsafe { sys::ibv_get_device_guid(dev) });
-                DeviceInfo {
+                let guid = u64::from_be(unsafe { lib()?.ibv_get_device_guid(dev) });
+                Ok(DeviceInfo {
                     name: name.to_string_lossy().into_owned(),
                     guid,
-                }
+                })
             })
-            .collect())
+            .collect::<Result<Vec<_>>>()
     })
 }
 
@@ -44,7 +43,7 @@ pub(crate) fn with_device_list<T>(
 ) -> Result<T> {
     let mut n = 0;
     // SAFETY: `n` is a valid out-pointer; the list is freed below.
-    let list = unsafe { sys::ibv_get_device_list(&mut n) };
+    let list = unsafe { lib()?.ibv_get_device_list(&mut n) };
     if list.is_null() {
         return match last_errno() {
             None | Some(libc::ENOSYS) | Some(libc::ENODEV) => f(&[]),
@@ -60,18 +59,6 @@ pub(crate) fn with_device_list<T>(
     let out = f(devs);
     // SAFETY: `list` came from ibv_get_device_list and is freed once; opened
     // contexts stay valid after the list is freed (ibv_get_device_list(3)).
-    unsafe { sys::ibv_free_device_list(list) };
+    unsafe { lib()?.ibv_free_device_list(list) };
     out
-}
-
-/// The system page size. Registrations with an explicit RDMA address need
-/// it: the kernel requires the address and the RDMA address to share their
-/// offset within a page.
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(v)
-        .ok()
-        .filter(|&p| p.is_power_of_two())
-        .unwrap_or(4096)
 }

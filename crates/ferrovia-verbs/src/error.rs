@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::wc_status::WcStatus;
+use ferrovia_types::CompletionError;
 
 /// Result alias of the verbs layer.
 pub type Result<T, E = VerbsError> = std::result::Result<T, E>;
@@ -67,18 +67,21 @@ pub enum VerbsError {
     /// A work request completed with an error status.
     #[error(transparent)]
     Completion(#[from] CompletionError),
+    /// libibverbs could not be loaded (not installed on this host).
+    #[error(transparent)]
+    Unavailable(#[from] ferrovia_sys::LoadError),
 }
 
-/// A work request that completed with an error status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("work request {wr_id} completed with {status}")]
-pub struct CompletionError {
-    /// The `wr_id` the request was posted with.
-    pub wr_id: u64,
-    /// Its completion status.
-    pub status: WcStatus,
-    /// The vendor's syndrome, for the driver's documentation.
-    pub vendor_err: u32,
+/// libibverbs, loaded on first use; an error says it is not installed.
+pub(crate) fn lib() -> Result<&'static ferrovia_sys::Verbs> {
+    Ok(ferrovia_sys::verbs()?)
+}
+
+/// libibverbs from a destructor: an object that exists was made by a
+/// loaded library, so this only yields `None` if that invariant broke (and
+/// then there is nothing to free).
+pub(crate) fn loaded() -> Option<&'static ferrovia_sys::Verbs> {
+    ferrovia_sys::verbs().ok()
 }
 
 /// Turns a libibverbs return code into a `Result`.

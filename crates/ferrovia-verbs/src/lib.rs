@@ -29,7 +29,6 @@
 //! # }
 //! ```
 
-mod access;
 mod completion;
 mod connect;
 mod context;
@@ -42,21 +41,23 @@ mod mr;
 mod pd;
 mod port;
 mod qp;
-mod wc_status;
+mod types_abi;
 mod wr;
 
-pub use access::AccessFlags;
-pub use completion::{WcOpcode, WorkCompletion};
+pub use completion::WorkCompletion;
 pub use connect::ConnectOptions;
 pub use context::{Context, DeviceAttributes};
 pub use cq::CompletionQueue;
-pub use device::{DeviceInfo, devices, page_size};
+pub use device::{DeviceInfo, devices};
 pub use endpoint::Endpoint;
-pub use error::{CompletionError, Result, VerbsError};
+pub use error::{Result, VerbsError};
+/// The transports' shared vocabulary, re-exported: verbs values as they are.
+pub use ferrovia_types::{
+    AccessFlags, CompletionError, Sge, WcClass, WcOpcode, WcStatus, page_size,
+};
 pub use gid::{Gid, GidEntry, GidType, pick_gid};
 pub use mr::MemoryRegion;
 pub use pd::ProtectionDomain;
 pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
 pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};
-pub use wc_status::{WcClass, WcStatus};
-pub use wr::{RecvWr, SendWr, Sge, link_recv, link_send};
+pub use wr::{RecvWr, SendWr, link_recv, link_send};

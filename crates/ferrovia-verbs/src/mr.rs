@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use ferrovia_sys as sys;
 
-use crate::access::AccessFlags;
-use crate::error::{Result, VerbsError, null_error};
+use crate::error::{Result, VerbsError, lib, loaded, null_error};
 use crate::pd::{PdInner, ProtectionDomain};
+use ferrovia_types::AccessFlags;
 
 /// A registered memory region (`struct ibv_mr`).
 ///
@@ -48,7 +48,7 @@ impl MemoryRegion {
         // `addr..addr+len`, which our caller keeps allocated for as long as
         // the region (and any work using it) lives: this function's
         // contract, the one the kernel needs.
-        let mr = unsafe { sys::ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
+        let mr = unsafe { lib()?.ibv_reg_mr(pd.as_raw(), addr.cast(), len, access.bits() as i32) };
         Self::finish(
             pd,
             mr,
@@ -78,7 +78,7 @@ impl MemoryRegion {
         // our caller keeps allocated while the region lives; `iova` is
         // only an address the device translates.
         let mr = unsafe {
-            sys::ibv_reg_mr_iova(pd.as_raw(), addr.cast(), len, iova, access.bits() as i32)
+            lib()?.ibv_reg_mr_iova(pd.as_raw(), addr.cast(), len, iova, access.bits() as i32)
         };
         Self::finish(pd, mr, "ibv_reg_mr_iova", addr as usize, len, iova, access)
     }
@@ -154,7 +154,7 @@ impl MemoryRegion {
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: registered in a constructor, deregistered once here.
-        unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
+        unsafe { loaded().map(|l| l.ibv_dereg_mr(self.mr.as_ptr())) };
     }
 }
 

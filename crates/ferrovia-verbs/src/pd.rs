@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ferrovia_sys as sys;
 
 use crate::context::{Context, ContextInner};
-use crate::error::{Result, null_error};
+use crate::error::{Result, lib, loaded, null_error};
 
 /// A protection domain (`struct ibv_pd`): QPs and MRs in one PD may be used
 /// together. Cheap to clone; keeps its context open.
@@ -28,7 +28,7 @@ unsafe impl Sync for PdInner {}
 impl Drop for PdInner {
     fn drop(&mut self) {
         // SAFETY: MRs and QPs hold an Arc to this PD, so none is left.
-        unsafe { sys::ibv_dealloc_pd(self.pd.as_ptr()) };
+        unsafe { loaded().map(|l| l.ibv_dealloc_pd(self.pd.as_ptr())) };
     }
 }
 
@@ -36,7 +36,7 @@ impl ProtectionDomain {
     /// Allocates a protection domain on `ctx`.
     pub fn new(ctx: &Context) -> Result<ProtectionDomain> {
         // SAFETY: valid context.
-        let pd = unsafe { sys::ibv_alloc_pd(ctx.as_raw()) };
+        let pd = unsafe { lib()?.ibv_alloc_pd(ctx.as_raw()) };
         let pd = NonNull::new(pd).ok_or_else(|| null_error("ibv_alloc_pd"))?;
         Ok(ProtectionDomain {
             inner: Arc::new(PdInner {

@@ -7,7 +7,7 @@ use ferrovia_sys as sys;
 
 use crate::cq::{CompletionQueue, CqInner};
 use crate::endpoint::Endpoint;
-use crate::error::{Result, VerbsError, check, null_error};
+use crate::error::{Result, VerbsError, check, lib, loaded, null_error};
 use crate::gid::GidEntry;
 use crate::pd::{PdInner, ProtectionDomain};
 use crate::port::{LinkLayer, PortAttributes};
@@ -129,7 +129,7 @@ impl<'a> QueuePairBuilder<'a> {
             ..Default::default()
         };
         // SAFETY: valid PD and CQs (kept alive by the QP below).
-        let qp = unsafe { sys::ibv_create_qp(self.pd.as_raw(), &mut init) };
+        let qp = unsafe { lib()?.ibv_create_qp(self.pd.as_raw(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
         match &gid {
             Some(g) => log::debug!(
@@ -197,7 +197,7 @@ unsafe impl Sync for QueuePair {}
 impl Drop for QueuePair {
     fn drop(&mut self) {
         // SAFETY: created in build(), destroyed once. CQs and PD outlive it.
-        unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
+        unsafe { loaded().map(|l| l.ibv_destroy_qp(self.qp.as_ptr())) };
     }
 }
 
@@ -274,7 +274,7 @@ impl QueuePair {
     ) -> Result<()> {
         // SAFETY: live QP; `attr` is valid for the fields in `mask`.
         check(verb, unsafe {
-            sys::ibv_modify_qp(self.as_raw(), attr, mask as i32)
+            lib()?.ibv_modify_qp(self.as_raw(), attr, mask as i32)
         })
     }
 
@@ -285,7 +285,7 @@ impl QueuePair {
         let mask = sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32;
         // SAFETY: live QP and valid out-pointers.
         check("ibv_query_qp", unsafe {
-            sys::ibv_query_qp(self.as_raw(), &mut attr, mask, &mut init)
+            lib()?.ibv_query_qp(self.as_raw(), &mut attr, mask, &mut init)
         })?;
         Ok(QpState::from_raw(attr.qp_state.0))
     }

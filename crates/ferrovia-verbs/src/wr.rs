@@ -8,43 +8,9 @@ use std::marker::PhantomData;
 use std::ptr::null_mut;
 
 use ferrovia_sys as sys;
+use ferrovia_types::Sge;
 
-/// One scatter/gather entry (`struct ibv_sge`): address, length, lkey.
-#[derive(Clone, Copy, Default)]
-#[repr(transparent)]
-pub struct Sge(sys::ibv_sge);
-
-impl Sge {
-    /// An entry of `length` bytes at `addr` in the region with key `lkey`.
-    pub fn new(addr: u64, length: u32, lkey: u32) -> Sge {
-        Sge(sys::ibv_sge { addr, length, lkey })
-    }
-
-    /// Start address.
-    pub fn addr(&self) -> u64 {
-        self.0.addr
-    }
-
-    /// Length in bytes.
-    pub fn length(&self) -> u32 {
-        self.0.length
-    }
-
-    /// Local key.
-    pub fn lkey(&self) -> u32 {
-        self.0.lkey
-    }
-}
-
-impl std::fmt::Debug for Sge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Sge({:#x}+{}, lkey {:#x})",
-            self.0.addr, self.0.length, self.0.lkey
-        )
-    }
-}
+use crate::types_abi::as_ibv_sges;
 
 /// A send-queue work request (`struct ibv_send_wr`) whose SGE list lives
 /// in `'a` (the device copies the list at post time and only reads it).
@@ -64,7 +30,7 @@ impl<'a> SendWr<'a> {
             ..Default::default()
         };
         // The C field is `*mut` but the device only reads the list.
-        raw.sg_list = sges.as_ptr().cast_mut().cast();
+        raw.sg_list = as_ibv_sges(sges);
         // A QP accepts at most a few dozen SGEs; the post fails with EINVAL
         // past its limit, so saturating here cannot hide anything.
         raw.num_sge = i32::try_from(sges.len()).unwrap_or(i32::MAX);
@@ -174,7 +140,7 @@ impl<'a> RecvWr<'a> {
             raw: sys::ibv_recv_wr {
                 wr_id,
                 next: null_mut(),
-                sg_list: sges.as_ptr().cast_mut().cast(),
+                sg_list: as_ibv_sges(sges),
                 num_sge: i32::try_from(sges.len()).unwrap_or(i32::MAX),
             },
             _sges: PhantomData,

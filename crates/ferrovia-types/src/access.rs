@@ -2,9 +2,7 @@
 
 use std::ops::{BitOr, BitOrAssign};
 
-use ferrovia_sys as sys;
-
-/// Access rights of a memory region (`enum ibv_access_flags`).
+/// Access rights of a memory region (the bits of `enum ibv_access_flags`).
 ///
 /// Local read is always granted. Remote rights let any peer holding the
 /// rkey touch the memory: grant them only where needed.
@@ -15,24 +13,20 @@ impl AccessFlags {
     /// No rights beyond local read (gather/send only).
     pub const NONE: AccessFlags = AccessFlags(0);
     /// The NIC may write the memory locally (receives, read responses).
-    pub const LOCAL_WRITE: AccessFlags =
-        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0);
+    pub const LOCAL_WRITE: AccessFlags = AccessFlags(1);
     /// Peers may RDMA-write the memory.
-    pub const REMOTE_WRITE: AccessFlags =
-        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0);
+    pub const REMOTE_WRITE: AccessFlags = AccessFlags(2);
     /// Peers may RDMA-read the memory.
-    pub const REMOTE_READ: AccessFlags =
-        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
+    pub const REMOTE_READ: AccessFlags = AccessFlags(4);
     /// Peers may run atomics on the memory.
-    pub const REMOTE_ATOMIC: AccessFlags =
-        AccessFlags(sys::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0);
+    pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(8);
     /// Local write plus remote read, write and atomics.
     pub const ALL_REMOTE: AccessFlags = AccessFlags(
         Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
     );
 
     /// The raw bit mask.
-    pub fn bits(self) -> u32 {
+    pub const fn bits(self) -> u32 {
         self.0
     }
 

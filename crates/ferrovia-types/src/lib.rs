@@ -1,0 +1,31 @@
+//! The vocabulary ferrovia's transports share, free of any FFI.
+//!
+//! The scoped channel core and both backends (verbs in `ferrovia-verbs`,
+//! UCX in `ferrovia-ucx`) speak these types, as `wgpu-types` serves
+//! `wgpu`'s backends: a UCX-only build needs neither rdma-core's headers
+//! nor its library. The values are the verbs ABI's own (`IBV_ACCESS_*`,
+//! `IBV_WC_*`, the `ibv_sge` layout), so the verbs backend converts for
+//! free; `ferrovia-verbs` checks at compile time that they match the
+//! installed headers.
+//!
+//! - [`Sge`]: one scatter/gather element (address, length, local key).
+//! - [`AccessFlags`]: the rights of a registration.
+//! - [`WcStatus`] with its [`WcClass`], [`WcOpcode`]: what a completion
+//!   says, on every transport.
+//! - [`CompletionError`]: a request that completed with an error status.
+//! - [`page_size`].
+#![deny(unsafe_code)] // one audited exception: `page::page_size` calls sysconf
+
+mod access;
+mod completion_error;
+mod opcode;
+mod page;
+mod sge;
+mod wc_status;
+
+pub use access::AccessFlags;
+pub use completion_error::CompletionError;
+pub use opcode::WcOpcode;
+pub use page::page_size;
+pub use sge::Sge;
+pub use wc_status::{WcClass, WcStatus};
