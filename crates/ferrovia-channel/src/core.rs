@@ -151,6 +151,13 @@ impl ChannelCore {
     /// Waits (routing completions) until `peer`'s queue has room and a slot
     /// is free.
     fn reserve(&self, peer: usize, queue: Queue) -> TransportResult<()> {
+        self.reserve_n(peer, queue, 1)
+    }
+
+    /// Waits (routing completions) until `peer`'s queue has room for `n`
+    /// more requests and `n` slots are free, so allocating them cannot
+    /// fail half-way.
+    fn reserve_n(&self, peer: usize, queue: Queue, n: u32) -> TransportResult<()> {
         let depth = match queue {
             Queue::Send => self.transport.send_depth(peer),
             Queue::Recv => self.transport.recv_depth(peer),
@@ -160,7 +167,7 @@ impl ChannelCore {
                 Queue::Send => s.outstanding_send[peer],
                 Queue::Recv => s.outstanding_recv[peer],
             };
-            used < depth && s.has_free()
+            used + n <= depth && s.free_count() >= n as usize
         };
         if room(&self.slots.borrow()) {
             return Ok(());
@@ -236,8 +243,14 @@ impl ChannelCore {
     }
 
     /// Posts several sends or writes to one peer with one doorbell per
-    /// chunk; only the last is signalled (plus one every half queue, so
-    /// the send queue never fills with unsignalled work).
+    /// chunk; only the last of each chunk is signalled (plus one every
+    /// half queue, so the send queue never fills with unsignalled work),
+    /// so every posted chunk completes by itself even if a later one fails.
+    ///
+    /// Room for a whole chunk is reserved before any of its slots is
+    /// taken, so a chunk is posted entirely or not at all. On an error,
+    /// the chunks already posted stay posted, with their handles detached
+    /// (the scope still drains them), and nothing else is left behind.
     pub(crate) fn post_send_list(
         &self,
         peer: usize,
@@ -245,7 +258,8 @@ impl ChannelCore {
         out: &mut Vec<Ticket>,
     ) -> TransportResult<()> {
         self.check_peer(peer)?;
-        let signal_every = (self.transport.send_depth(peer) / 2).max(1) as usize;
+        let depth = self.transport.send_depth(peer);
+        let signal_every = (depth / 2).max(1) as usize;
         let mut ops = [SendOp {
             wr_id: 0,
             kind: OpKind::Send,
@@ -257,15 +271,23 @@ impl ChannelCore {
             signaled: true,
             inline: false,
         }; 16];
-        for (chunk_no, chunk) in specs.chunks(ops.len()).enumerate() {
+        let chunk_len = ops.len().min(depth.max(1) as usize);
+        let posted_before = out.len();
+        let mut n = 0;
+        for chunk in specs.chunks(chunk_len) {
+            if let Err(e) = self.reserve_n(peer, Queue::Send, chunk.len() as u32) {
+                self.abandon(&out[posted_before..]);
+                out.truncate(posted_before);
+                return Err(e);
+            }
             let first = out.len();
             for (i, spec) in chunk.iter().enumerate() {
-                self.reserve(peer, Queue::Send)?;
+                // Reserved above: a slot is free.
                 let (index, epoch) = self.alloc(peer, Queue::Send, &[])?;
-                let n = chunk_no * ops.len() + i;
-                let signaled = n + 1 == specs.len() || (n + 1) % signal_every == 0;
+                let signaled = i + 1 == chunk.len() || (n + 1) % signal_every == 0;
                 ops[i] = self.build_op(peer, wr_id(index, epoch), spec, &[], signaled);
                 out.push(Ticket { index, epoch });
+                n += 1;
             }
             // SAFETY: each op's SGEs come from the `Gather<'env>`s of its
             // spec, borrowed until the scope over this core ends, and the
@@ -276,10 +298,23 @@ impl ChannelCore {
                 for t in out.drain(first..) {
                     slots.unpost(t.index);
                 }
+                drop(slots);
+                self.abandon(&out[posted_before..]);
+                out.truncate(posted_before);
                 return Err(e);
             }
         }
         Ok(())
+    }
+
+    /// Detaches the handles of posted requests nobody will hold: they are
+    /// freed when they complete, and the scope's drain still waits for
+    /// them.
+    fn abandon(&self, tickets: &[Ticket]) {
+        let mut slots = self.slots.borrow_mut();
+        for t in tickets {
+            slots.detach_silently(t.index, t.epoch);
+        }
     }
 
     fn build_op(

@@ -110,8 +110,8 @@ impl Slots {
         }
     }
 
-    pub(crate) fn has_free(&self) -> bool {
-        !self.free.is_empty()
+    pub(crate) fn free_count(&self) -> usize {
+        self.free.len()
     }
 
     pub(crate) fn pending(&self) -> usize {
@@ -240,6 +240,14 @@ impl Slots {
             }
             Some(State::Free) | None => {}
         }
+    }
+
+    /// Detaches a request whose handle was never handed out (a list post
+    /// that failed later on): like `detach`, but not counted as unpolled.
+    pub(crate) fn detach_silently(&mut self, index: u32, epoch: u32) {
+        let unpolled = self.dropped_unpolled;
+        self.detach(index, epoch);
+        self.dropped_unpolled = unpolled;
     }
 
     /// wr_ids of everything still pending.

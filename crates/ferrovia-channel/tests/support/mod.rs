@@ -125,12 +125,20 @@ unsafe impl Transport for Double {
             *left -= ops.len();
         }
         self.posted.fetch_add(ops.len(), Relaxed);
+        let mut out = self.outstanding.lock();
+        out[peer].extend(ops.iter().map(|o| (o.wr_id, o.signaled)));
         if *self.mode.lock() == Mode::Instant {
-            let mut done = self.done.lock();
-            done.extend(ops.iter().filter(|o| o.signaled).map(|o| ok(o.wr_id)));
-        } else {
-            let mut out = self.outstanding.lock();
-            out[peer].extend(ops.iter().map(|o| (o.wr_id, o.signaled)));
+            // A signalled op completes, and with it the unsignalled ones
+            // before it (RC semantics); unsignalled ones after the last
+            // signalled op stay outstanding until a flush reports them.
+            if let Some(last) = out[peer].iter().rposition(|&(_, signaled)| signaled) {
+                let mut done = self.done.lock();
+                for (wr_id, signaled) in out[peer].drain(..=last) {
+                    if signaled {
+                        done.push_back(ok(wr_id));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -139,6 +147,7 @@ unsafe impl Transport for Double {
         if *self.mode.lock() == Mode::Instant {
             self.done.lock().extend(ops.iter().map(|o| ok(o.wr_id)));
         } else {
+            // Receives sit in their own queue; a flush reports them too.
             let mut out = self.outstanding.lock();
             out[peer].extend(ops.iter().map(|o| (o.wr_id, true)));
         }
