@@ -1,27 +1,28 @@
 //! Software overhead of posting and polling, per request: the scoped core
-//! driving a transport double that completes every request at once, so
-//! what is measured is ferrovia's own work (slot table, SGE building,
-//! routing, handle bookkeeping), not the NIC. Runs anywhere.
+//! driving a transport double that only counts and hands back one
+//! completion per signalled request (`Counting`), so what is measured is
+//! ferrovia's own work (slot table, element building, routing, handle
+//! bookkeeping), not the NIC. Runs anywhere.
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerSendWorkRequest, PeerWriteWorkRequest, SendWorkRequest,
-    WriteWorkRequest, run_scope,
+    TransportError, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::{Double, Mode};
+use support::Counting;
+
+const WAIT: Duration = Duration::from_secs(1);
 
 fn post_poll(c: &mut Criterion) {
-    let target = support::target(
-        &Double::new(1, 256, Mode::Instant),
-        ChannelConfig::default(),
-    );
+    let target = support::target(&Counting::new(256), ChannelConfig::default());
     let registry = support::registry();
     let buf = registry
         .register_buffer(vec![7u8; 4096], RegisterOptions::local())
@@ -29,18 +30,18 @@ fn post_poll(c: &mut Criterion) {
     let remote = RemoteMemoryRegion::new(0x1000, 1 << 20, 2).unwrap();
     let mut g = c.benchmark_group("post_poll");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("send_64B_post+spin_poll", |b| {
+    g.bench_function("send_64B_post+completion", |b| {
         run_scope(&target, false, |s| {
             let gather = [Gather::range(&buf, 0..64)?];
             b.iter(|| {
                 let wr = PeerSendWorkRequest::new(0, SendWorkRequest::new(&gather).unwrap());
                 black_box(s.post_send(wr).unwrap().spin_poll().unwrap().wr_id())
             });
-            Ok::<_, ferrovia_channel::TransportError>(())
+            Ok::<_, TransportError>(())
         })
         .unwrap();
     });
-    g.bench_function("write_4KiB_post+spin_poll", |b| {
+    g.bench_function("write_4KiB_post+completion", |b| {
         run_scope(&target, false, |s| {
             let gather = [Gather::of(&buf)?];
             b.iter(|| {
@@ -48,24 +49,26 @@ fn post_poll(c: &mut Criterion) {
                     PeerWriteWorkRequest::new(0, WriteWorkRequest::new(&gather, remote).unwrap());
                 black_box(s.post_write(wr).unwrap().spin_poll().unwrap().wr_id())
             });
-            Ok::<_, ferrovia_channel::TransportError>(())
+            Ok::<_, TransportError>(())
         })
         .unwrap();
     });
-    g.throughput(Throughput::Elements(16));
-    g.bench_function("write_list_16x64B_one_doorbell", |b| {
-        run_scope(&target, false, |s| {
-            let gather = [Gather::range(&buf, 0..64)?];
-            let wrs = [WriteWorkRequest::new(&gather, remote)?; 16];
-            b.iter(|| {
-                for h in s.post_write_list(0, &wrs).unwrap() {
-                    black_box(h.spin_poll().unwrap().wr_id());
-                }
-            });
-            Ok::<_, ferrovia_channel::TransportError>(())
-        })
-        .unwrap();
-    });
+    for n in [16usize, 64] {
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(format!("write_list_{n}x64B_selective_signalling"), |b| {
+            run_scope(&target, false, |s| {
+                let gather = [Gather::range(&buf, 0..64)?];
+                let wrs = vec![WriteWorkRequest::new(&gather, remote)?; n];
+                b.iter(|| {
+                    for h in s.post_write_list(0, &wrs).unwrap() {
+                        black_box(h.wait(WAIT).unwrap().wr_id());
+                    }
+                });
+                Ok::<_, TransportError>(())
+            })
+            .unwrap();
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("hot_path");
@@ -92,7 +95,7 @@ fn post_poll(c: &mut Criterion) {
                     black_box(h.spin_poll().unwrap().wr_id());
                 }
             });
-            Ok::<_, ferrovia_channel::TransportError>(())
+            Ok::<_, TransportError>(())
         })
         .unwrap();
     });

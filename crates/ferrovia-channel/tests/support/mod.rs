@@ -194,9 +194,9 @@ impl ScopeTarget for Target {
 
 impl MultiPeer for Target {}
 
-/// A scope target over `double` with `cfg`.
-pub fn target(double: &Arc<Double>, cfg: ChannelConfig) -> Target {
-    Target(ChannelCore::new(double.clone(), cfg))
+/// A scope target over `transport` with `cfg`.
+pub fn target<T: Transport + 'static>(transport: &Arc<T>, cfg: ChannelConfig) -> Target {
+    Target(ChannelCore::new(transport.clone(), cfg))
 }
 
 struct Keys(u32, AccessFlags);
@@ -234,4 +234,86 @@ unsafe impl Registrar for NoDevice {
 /// A registry over [`NoDevice`].
 pub fn registry() -> MrRegistry {
     MrRegistry::with_registrar(NoDevice)
+}
+
+/// The cheapest transport that still behaves: it counts what is posted
+/// and hands back one completion per signalled op and per receive,
+/// through a fixed ring (no lock, no allocation). For the benches, where
+/// only ferrovia's own work should be measured. One thread at a time.
+pub struct Counting {
+    ring: Box<[std::sync::atomic::AtomicU64]>,
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    pub posted: AtomicUsize,
+    depth: u32,
+}
+
+impl Counting {
+    pub fn new(depth: u32) -> Arc<Counting> {
+        Arc::new(Counting {
+            ring: (0..4 * depth as usize)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            posted: AtomicUsize::new(0),
+            depth,
+        })
+    }
+
+    fn push(&self, wr_id: u64) {
+        let t = self.tail.load(Relaxed);
+        self.ring[t % self.ring.len()].store(wr_id, Relaxed);
+        self.tail.store(t + 1, Relaxed);
+    }
+}
+
+// SAFETY: touches no memory; reports each signalled op and each receive
+// once, in posting order (one FIFO), never more than were posted (the ring
+// holds 4x the depth, and the core never has more outstanding); a
+// signalled send stands for the unsignalled ones before it, as on RC.
+// `flush` fails (it cannot report unsignalled ops it does not keep), which
+// the contract allows: a scope that would need it aborts instead.
+unsafe impl Transport for Counting {
+    fn peers(&self) -> usize {
+        1
+    }
+    fn send_depth(&self, _: usize) -> u32 {
+        self.depth
+    }
+    fn recv_depth(&self, _: usize) -> u32 {
+        self.depth
+    }
+    fn max_inline(&self, _: usize) -> u32 {
+        64
+    }
+    unsafe fn post_send(&self, _: usize, ops: &[SendOp]) -> TransportResult<()> {
+        self.posted.fetch_add(ops.len(), Relaxed);
+        for op in ops.iter().filter(|o| o.signaled) {
+            self.push(op.wr_id);
+        }
+        Ok(())
+    }
+    unsafe fn post_recv(&self, _: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        self.posted.fetch_add(ops.len(), Relaxed);
+        for op in ops {
+            self.push(op.wr_id);
+        }
+        Ok(())
+    }
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        let (h, t) = (self.head.load(Relaxed), self.tail.load(Relaxed));
+        let n = (t - h).min(out.len());
+        for (i, o) in out[..n].iter_mut().enumerate() {
+            *o = ok(self.ring[(h + i) % self.ring.len()].load(Relaxed));
+        }
+        self.head.store(h + n, Relaxed);
+        Ok(n)
+    }
+    fn wait(&self, out: &mut [Completion], _: Duration) -> TransportResult<usize> {
+        self.poll(out)
+    }
+    fn flush(&self, _: usize) -> TransportResult<()> {
+        Err(TransportError::Config("the counting double cannot flush".into()))
+    }
 }
