@@ -935,15 +935,15 @@ impl Engine {
         true
     }
 
-    /// Stops all work towards `peer`: its endpoint is closed, everything
-    /// outstanding completes with an error.
+    /// Stops all work towards `peer`: it is told (if it can still hear),
+    /// its endpoint is closed, everything outstanding completes with an
+    /// error.
     fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
-        let Some(p) = self.peers.get_mut(peer) else {
-            return;
-        };
-        if p.failed.is_some() {
+        if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
         }
+        self.say_goodbye(peer);
+        let p = &mut self.peers[peer];
         p.fail(status);
         let ep = std::mem::replace(&mut p.ep, null_mut());
         for (_, k) in p.keys.drain() {

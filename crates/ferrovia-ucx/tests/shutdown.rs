@@ -1,13 +1,14 @@
-//! Key revocation when a UCX transport shuts down, in one process over tcp
-//! and shared memory: a peer that leaves says goodbye, so nobody waits for
-//! it; a registration that outlives its transport was revoked as the
-//! transport shut down.
+//! Key revocation when a UCX transport shuts down or closes an endpoint,
+//! in one process over tcp and shared memory: a peer that leaves or closes
+//! its endpoint says goodbye, so nobody waits for it; a registration that
+//! outlives its transport was revoked as the transport shut down.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
+use ferrovia_channel::Transport;
 use ferrovia_mr::RegisterOptions;
 use ferrovia_ucx::UcxTransport;
 use ferrovia_verbs::WcClass;
@@ -42,6 +43,39 @@ fn a_peer_that_shut_down_does_not_delay_the_drop_over_tcp() {
 #[test]
 fn a_peer_that_shut_down_does_not_delay_the_drop_over_shared_memory() {
     a_peer_that_shut_down_does_not_delay_the_drop(SHARED_MEMORY);
+}
+
+/// Rank 0 fetched rank 1's key, then closed its endpoint to rank 1 (as a
+/// scope's drain or a barrier timeout does): rank 1's drop does not wait
+/// for it.
+fn a_peer_that_closed_its_endpoint_does_not_delay_the_drop(tls: &str) {
+    const BOUND: Duration = Duration::from_secs(20);
+    let mut w = world_on(2, tls, || UcxTransport::builder().revocation_timeout(BOUND));
+    let t_a = w[0].1.clone();
+    let (a, b) = w.split_at_mut(1);
+    let (a, b) = (&mut a[0].0, &mut b[0].0);
+    let exposed = buf(b, &[1; 64], rw());
+    let remote = exposed.registration().remote().unwrap();
+    let src = buf(a, &[2; 64], RegisterOptions::local());
+    assert_eq!(write(a, &src, remote), Ok(()));
+    t_a.flush(1).unwrap();
+    let started = Instant::now();
+    drop(exposed);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the drop waited for a peer that closed its endpoint: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_peer_that_closed_its_endpoint_does_not_delay_the_drop_over_tcp() {
+    a_peer_that_closed_its_endpoint_does_not_delay_the_drop("tcp");
+}
+
+#[test]
+fn a_peer_that_closed_its_endpoint_does_not_delay_the_drop_over_shared_memory() {
+    a_peer_that_closed_its_endpoint_does_not_delay_the_drop(SHARED_MEMORY);
 }
 
 /// Rank 1's registration outlives its transport, then is dropped too: the

@@ -308,6 +308,16 @@ impl Engine {
     pub(super) fn goodbye_flushed(&mut self, peer: usize, status: ffi::ucs_status_t) {
         self.cp.goodbyes = self.cp.goodbyes.saturating_sub(1);
         if status == ffi::UCS_OK {
+            self.say_goodbye(peer);
+        }
+    }
+
+    /// Tells `peer` this side accesses nothing of its any more (shutdown,
+    /// or its endpoint is about to be force-closed, which cancels what is
+    /// in flight): it stops waiting for acknowledgements from this side,
+    /// which shared memory could not tell it.
+    pub(super) fn say_goodbye(&mut self, peer: usize) {
+        if peer != self.me {
             let from = self.me as u32;
             self.send_control(peer, Control::Goodbye { from }.encode());
         }
