@@ -209,11 +209,11 @@ impl Engine {
         }
     }
 
-    /// `peer` shut down: it accesses nothing of ours any more, and
-    /// nothing of ours may reach its memory (its registrations may outlive
-    /// its transport).
+    /// `peer` shut down or closed its endpoint to this side: it accesses
+    /// nothing of ours any more, and nothing of ours may reach its memory
+    /// (its registrations may outlive its transport).
     fn on_goodbye(&mut self, peer: usize) {
-        log::debug!("ucx: peer {peer} shut down");
+        log::debug!("ucx: peer {peer} said goodbye");
         let p = &mut self.peers[peer];
         p.departed = true;
         for k in p.keys.values_mut() {
