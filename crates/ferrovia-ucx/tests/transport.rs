@@ -203,11 +203,15 @@ fn malformed_control_messages_are_counted_and_dropped() {
     w[0].1.send_raw_control(1, vec![0xff; 3]);
     w[0].1
         .send_raw_control(1, b"Q\x09\0\0\0\x01\0\0\0".to_vec()); // sender 9 of 2
+    // An acknowledgement of a revocation nobody sent.
+    w[0].1.send_raw_control(1, b"A\0\0\0\0\x4d\0\0\0".to_vec());
+    // A goodbye from an unknown sender.
+    w[0].1.send_raw_control(1, b"B\x09\0\0\0".to_vec());
     let deadline = std::time::Instant::now() + WAIT;
-    while t1.malformed_messages() < 2 && std::time::Instant::now() < deadline {
+    while t1.malformed_messages() < 4 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(t1.malformed_messages(), 2);
+    assert_eq!(t1.malformed_messages(), 4);
     // The transport still works.
     let (a, b) = w.split_at_mut(1);
     let (a, b) = (&mut a[0].0, &mut b[0].0);
