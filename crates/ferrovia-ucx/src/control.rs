@@ -1,12 +1,15 @@
 //! Control messages between progress threads (UCX active messages): a
-//! peer asks for a registration's key the first time it accesses it.
-//! Everything received is validated; a malformed message is counted and
-//! dropped.
+//! peer asks for a registration's key the first time it accesses it; the
+//! owner revokes it on deregistration and waits for the acknowledgement;
+//! a transport that shuts down says goodbye. Everything received is
+//! validated; a malformed message is counted and dropped.
 //!
 //! ```text
 //! request: 'Q' from:u32 key:u32
 //! reply:   'R' from:u32 key:u32 found:u8 access:u32 addr:u64 len:u64 iova:u64 n:u16 packed[n]
 //! revoke:  'V' from:u32 key:u32   (the owner deregistered the key)
+//! ack:     'A' from:u32 key:u32   (nothing of the sender's can reach the key any more)
+//! goodbye: 'B' from:u32           (the sender flushed and closes its endpoints)
 //! ```
 //! (little-endian)
 
@@ -20,6 +23,8 @@ pub(crate) const AM_ID: u32 = 0x4652; // "FR"
 const REQUEST: u8 = b'Q';
 const REPLY: u8 = b'R';
 const REVOKE: u8 = b'V';
+const ACK: u8 = b'A';
+const GOODBYE: u8 = b'B';
 const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
 
 /// A decoded control message.
@@ -35,20 +40,31 @@ pub(crate) enum Control {
     },
     /// `from` deregistered `key`: forget it.
     Revoke { from: u32, key: u32 },
+    /// `from` forgot `key`, and none of its accesses with it is in flight.
+    Ack { from: u32, key: u32 },
+    /// `from` shuts down: its accesses are flushed and it issues no more.
+    Goodbye { from: u32 },
 }
 
 impl Control {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
-            Control::Request { from, key } | Control::Revoke { from, key } => {
-                let kind = if matches!(self, Control::Request { .. }) {
-                    REQUEST
-                } else {
-                    REVOKE
+            Control::Request { from, key }
+            | Control::Revoke { from, key }
+            | Control::Ack { from, key } => {
+                let kind = match self {
+                    Control::Request { .. } => REQUEST,
+                    Control::Revoke { .. } => REVOKE,
+                    _ => ACK,
                 };
                 let mut v = vec![kind];
                 v.extend_from_slice(&from.to_le_bytes());
                 v.extend_from_slice(&key.to_le_bytes());
+                v
+            }
+            Control::Goodbye { from } => {
+                let mut v = vec![GOODBYE];
+                v.extend_from_slice(&from.to_le_bytes());
                 v
             }
             Control::Reply { from, key, info } => {
@@ -77,10 +93,14 @@ impl Control {
         let mut r = Reader(b);
         let kind = r.take::<1>()?[0];
         let from = u32::from_le_bytes(r.take()?);
+        if kind == GOODBYE {
+            return r.0.is_empty().then_some(Control::Goodbye { from });
+        }
         let key = u32::from_le_bytes(r.take()?);
         match kind {
             REQUEST => r.0.is_empty().then_some(Control::Request { from, key }),
             REVOKE => r.0.is_empty().then_some(Control::Revoke { from, key }),
+            ACK => r.0.is_empty().then_some(Control::Ack { from, key }),
             REPLY => {
                 let found = r.take::<1>()?[0];
                 let access = u32::from_le_bytes(r.take()?);
@@ -137,6 +157,9 @@ mod tests {
     fn messages_round_trip() {
         for m in [
             Control::Request { from: 3, key: 9 },
+            Control::Revoke { from: 4, key: 10 },
+            Control::Ack { from: 5, key: 11 },
+            Control::Goodbye { from: 6 },
             Control::Reply {
                 from: 1,
                 key: 2,
@@ -172,9 +195,24 @@ mod tests {
         let mut bad_flag = good;
         bad_flag[9] = 7;
         assert_eq!(Control::decode(&bad_flag), None);
-        let mut req = Control::Request { from: 0, key: 1 }.encode();
-        req.push(1);
-        assert_eq!(Control::decode(&req), None);
+        for short in [
+            Control::Request { from: 0, key: 1 },
+            Control::Revoke { from: 0, key: 1 },
+            Control::Ack { from: 0, key: 1 },
+            Control::Goodbye { from: 0 },
+        ] {
+            let bytes = short.encode();
+            for cut in 0..bytes.len() {
+                assert_eq!(
+                    Control::decode(&bytes[..cut]),
+                    None,
+                    "{short:?} cut to {cut}"
+                );
+            }
+            let mut long = bytes;
+            long.push(1);
+            assert_eq!(Control::decode(&long), None, "{short:?} with a byte more");
+        }
         assert_eq!(Control::decode(&[]), None);
     }
 }

@@ -1,6 +1,8 @@
-//! The progress thread: the only thread that touches the UCX worker, its
-//! endpoints, remote keys and requests. User threads hand it commands
-//! through a lock-free queue and read completions from another.
+//! The engine: the UCX worker, its endpoints, remote keys and requests,
+//! owned by the progress thread and turned under one lock by it or by a
+//! user thread that polls. User threads hand it commands through a
+//! lock-free queue and read completions from another. Control messages
+//! (keys, revocations, goodbyes) are `control_plane`'s.
 //!
 //! Buffers named by an operation stay in use until UCX reports the
 //! operation complete (or cancelled); the channel core's scopes wait for
@@ -26,8 +28,11 @@ use crate::events::{self, Event};
 use crate::ffi;
 use crate::keys::KeyDirectory;
 use crate::peer::{Peer, RemoteKey};
+use crate::revoke::Revocation;
 use crate::status::{REMOTE_ACCESS, Started, started, vendor_err, wc_status};
 use crate::tag;
+
+mod control_plane;
 
 /// How long the thread keeps polling after the last activity before it
 /// sleeps on the worker's event fd: long enough to catch a ping-pong reply.
@@ -61,6 +66,8 @@ pub(crate) enum Cmd {
         peer: usize,
         bytes: Vec<u8>,
     },
+    /// A deregistered key to revoke at the peers that fetched it.
+    Revoke(Arc<Revocation>),
     Shutdown,
 }
 
@@ -135,6 +142,8 @@ const NOTIFY: u64 = 4;
 const CTRL: u64 = 5;
 const CLOSE: u64 = 6;
 const EP_ERROR: u64 = 7;
+const REVOKE_FLUSH: u64 = 9;
+const GOODBYE_FLUSH: u64 = 10;
 /// A control message arrived.
 pub(crate) const CONTROL_TOKEN: u64 = 8 << 56;
 /// The most peers a token can name.
@@ -235,6 +244,7 @@ pub(crate) struct Engine {
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
     dead_rkeys: Vec<ffi::ucp_rkey_h>,
+    cp: control_plane::ControlPlane,
     scratch: Vec<Event>,
     shutdown: bool,
     /// Endpoints use peer error handling (not every UCX transport has it).
@@ -265,6 +275,25 @@ pub(crate) fn spawn(
         .spawn(move || progress_thread(cell, shared))
         .map_err(|e| UcxError::ProgressThread(format!("cannot spawn: {e}")))?;
     Ok((handle, engine, address))
+}
+
+/// Turns the engine on this thread if nobody else is (a user thread that
+/// posts or polls, or one waiting for a revocation); whether it did.
+pub(crate) fn turn_inline(engine: &EngineCell, shared: &Shared) -> bool {
+    let Some(mut e) = engine.try_lock() else {
+        return false;
+    };
+    if e.is_shut_down() {
+        return false;
+    }
+    shared.user_turns.fetch_add(1, SeqCst);
+    let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
+    if turned.is_err() {
+        log::error!("UCX progress panicked on a user thread; the transport is dead");
+        e.poison();
+        shared.alive.store(false, SeqCst);
+    }
+    true
 }
 
 /// The progress thread: turns the engine while there is activity, spins
@@ -355,6 +384,7 @@ impl Engine {
             dirty: Vec::new(),
             is_dirty: Vec::new(),
             dead_rkeys: Vec::new(),
+            cp: Default::default(),
             scratch: Vec::new(),
             shutdown: false,
             detect_failures,
@@ -411,16 +441,7 @@ impl Engine {
         if self.shutdown {
             return busy;
         }
-        while let Some((key, peers)) = self.dir.next_revoked() {
-            busy = true;
-            for peer in peers {
-                let msg = Control::Revoke {
-                    from: self.me as u32,
-                    key,
-                };
-                self.send_control(peer, msg.encode());
-            }
-        }
+        busy |= self.expire_revocations();
         // SAFETY: the worker is used under the engine's lock only.
         busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
         busy |= self.handle_events();
@@ -477,6 +498,7 @@ impl Engine {
                     let _ = reply.send(self.connect(me, &addresses));
                 }
                 Cmd::RawControl { peer, bytes } => self.send_control(peer, bytes),
+                Cmd::Revoke(r) => self.start_revocation(r),
                 Cmd::Shutdown => {
                     self.shutdown = true;
                     return true;
@@ -604,7 +626,7 @@ impl Engine {
                             return;
                         }
                         Some(RemoteKey::Requested) => return,
-                        Some(RemoteKey::Missing) => e.fail(REMOTE_ACCESS),
+                        Some(RemoteKey::Missing | RemoteKey::Revoked) => e.fail(REMOTE_ACCESS),
                         Some(RemoteKey::Ready { rkey, info }) => {
                             let need = if kind == OpKind::Write {
                                 AccessFlags::REMOTE_WRITE
@@ -782,7 +804,7 @@ impl Engine {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        if p.failed.is_some() {
+        if p.failed.is_some() || p.ep.is_null() {
             return;
         }
         let ep = p.ep;
@@ -881,6 +903,8 @@ impl Engine {
                 }
             }
             CLOSE => self.closing = self.closing.saturating_sub(1),
+            REVOKE_FLUSH => self.revoke_flushed(peer, index, ev.status),
+            GOODBYE_FLUSH => self.goodbye_flushed(peer, ev.status),
             EP_ERROR => {
                 log::warn!(
                     "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",
@@ -911,81 +935,15 @@ impl Engine {
         true
     }
 
-    fn on_control(&mut self, bytes: &[u8]) {
-        let malformed = |why: &str| {
-            self.shared.malformed.fetch_add(1, SeqCst);
-            log::warn!("ucx: dropped a malformed control message ({why})");
-        };
-        match Control::decode(bytes) {
-            None => malformed("does not decode"),
-            Some(Control::Request { from, key }) => {
-                if from as usize >= self.peers.len() {
-                    return malformed("unknown sender");
-                }
-                let info = self.dir.get(key);
-                if info.is_some() {
-                    self.dir.fetched_by(key, from as usize);
-                }
-                let reply = Control::Reply {
-                    from: self.me as u32,
-                    key,
-                    info,
-                };
-                self.send_control(from as usize, reply.encode());
-            }
-            Some(Control::Revoke { from, key }) => {
-                let Some(p) = self.peers.get_mut(from as usize) else {
-                    return malformed("unknown sender");
-                };
-                // Later accesses ask again, and find the key gone.
-                if let Some(RemoteKey::Ready { rkey, .. }) = p.keys.remove(&key) {
-                    self.dead_rkeys.push(rkey);
-                }
-            }
-            Some(Control::Reply { from, key, info }) => {
-                let peer = from as usize;
-                let Some(p) = self.peers.get_mut(peer) else {
-                    return malformed("unknown sender");
-                };
-                if !matches!(p.keys.get(&key), Some(RemoteKey::Requested)) {
-                    return malformed("unsolicited key reply");
-                }
-                if p.failed.is_some() {
-                    return;
-                }
-                let state = match info {
-                    None => RemoteKey::Missing,
-                    Some(info) => {
-                        let mut rkey = null_mut();
-                        // SAFETY: live endpoint; UCX validates the packed
-                        // bytes and copies what it needs.
-                        let status = unsafe {
-                            ffi::ucp_ep_rkey_unpack(p.ep, info.packed.as_ptr().cast(), &mut rkey)
-                        };
-                        match check("ucp_ep_rkey_unpack", status) {
-                            Ok(()) => RemoteKey::Ready { rkey, info },
-                            Err(e) => {
-                                log::warn!("ucx: peer {peer}'s key {key}: {e}");
-                                RemoteKey::Missing
-                            }
-                        }
-                    }
-                };
-                p.keys.insert(key, state);
-                self.mark(peer);
-            }
-        }
-    }
-
-    /// Stops all work towards `peer`: its endpoint is closed, everything
-    /// outstanding completes with an error.
+    /// Stops all work towards `peer`: it is told (if it can still hear),
+    /// its endpoint is closed, everything outstanding completes with an
+    /// error.
     fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
-        let Some(p) = self.peers.get_mut(peer) else {
-            return;
-        };
-        if p.failed.is_some() {
+        if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
         }
+        self.say_goodbye(peer);
+        let p = &mut self.peers[peer];
         p.fail(status);
         let ep = std::mem::replace(&mut p.ep, null_mut());
         for (_, k) in p.keys.drain() {
@@ -1005,6 +963,7 @@ impl Engine {
             self.close_ep(ep, true);
         }
         self.mark(peer);
+        self.peer_closed(peer);
     }
 
     fn close_ep(&mut self, ep: ffi::ucp_ep_h, force: bool) {
@@ -1020,46 +979,6 @@ impl Engine {
         let r = unsafe { ffi::ucp_ep_close_nbx(ep, &param) };
         if let Started::Pending(_) = started(r) {
             self.closing += 1;
-        }
-    }
-
-    /// Shutdown: cancels receives, closes endpoints gracefully (bounded),
-    /// then releases the keys; `Drop` destroys the worker.
-    fn close_all(&mut self) {
-        for r in self.recvs.iter_mut().flatten() {
-            if !r.request.is_null() {
-                let req = std::mem::replace(&mut r.request, null_mut());
-                // SAFETY: as in `fail_peer`.
-                unsafe { ffi::ucp_request_cancel(self.worker, req) };
-            }
-        }
-        for peer in 0..self.peers.len() {
-            let p = &mut self.peers[peer];
-            for (_, k) in p.keys.drain() {
-                if let RemoteKey::Ready { rkey, .. } = k {
-                    self.dead_rkeys.push(rkey);
-                }
-            }
-            let ep = std::mem::replace(&mut p.ep, null_mut());
-            if !ep.is_null() {
-                self.close_ep(ep, false);
-            }
-        }
-        let deadline = Instant::now() + CLOSE_GRACE;
-        while (self.closing > 0 || !self.ctrl.is_empty()) && Instant::now() < deadline {
-            // SAFETY: the worker is owned by this thread.
-            unsafe { ffi::ucp_worker_progress(self.worker) };
-            self.handle_events();
-        }
-        if self.closing > 0 {
-            log::warn!(
-                "ucx: {} endpoint(s) did not close in {CLOSE_GRACE:?}",
-                self.closing
-            );
-        }
-        for rkey in self.dead_rkeys.drain(..) {
-            // SAFETY: unpacked once, destroyed once, after its last use.
-            unsafe { ffi::ucp_rkey_destroy(rkey) };
         }
     }
 }

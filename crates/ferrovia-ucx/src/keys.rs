@@ -4,21 +4,25 @@
 //! `RemoteMemoryRegion`, so descriptors stay the same `Copy` value as on
 //! verbs); the packed UCX rkey, the address range and the access rights
 //! stay here, and the progress thread hands them to a peer that asks for
-//! that key the first time it accesses it.
+//! that key the first time it accesses it. Dropping a registration revokes
+//! its key at every peer that fetched it before the memory is unmapped
+//! (`revoke`).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::null_mut;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
 use ferrovia_verbs::AccessFlags;
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
 use crate::context::{ContextHandle, UcxContext};
 use crate::error::{UcxError, check};
 use crate::ffi;
+use crate::revoke::{self, Driver};
 
 /// What a peer needs to access one registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,16 +50,25 @@ impl KeyInfo {
 }
 
 /// This process's registrations by key, and the memory UCX allocated.
-#[derive(Default)]
 pub(crate) struct KeyDirectory {
     next: AtomicU32,
-    keys: RwLock<HashMap<u32, KeyInfo>>,
+    /// Live keys and the peers that fetched each: one lock, so a fetch and
+    /// a deregistration never interleave (a peer that got a key is always
+    /// among those its revocation goes to).
+    keys: Mutex<HashMap<u32, Entry>>,
     /// Live `ucp_mem_map(ALLOCATE)` memory, by start address.
-    allocations: parking_lot::Mutex<Vec<std::sync::Weak<Mapped>>>,
-    /// Which peers fetched each key (the progress thread notes them).
-    fetched: parking_lot::Mutex<HashMap<u32, Vec<usize>>>,
-    /// Keys deregistered since the progress thread last looked.
-    revoked: crossbeam::queue::SegQueue<u32>,
+    allocations: Mutex<Vec<std::sync::Weak<Mapped>>>,
+    /// How long a deregistration waits for acknowledgements.
+    pub(crate) revocation_timeout: Duration,
+    /// The transport's engine, once started: what a deregistration hands
+    /// its revocation to.
+    driver: OnceLock<Driver>,
+}
+
+struct Entry {
+    info: KeyInfo,
+    /// Peers that fetched the key, each once.
+    fetched: Vec<usize>,
 }
 
 /// Memory UCX allocated (shared memory a peer on this host maps directly,
@@ -86,36 +99,64 @@ impl Drop for Mapped {
 }
 
 impl KeyDirectory {
-    pub(crate) fn get(&self, key: u32) -> Option<KeyInfo> {
-        self.keys.read().get(&key).cloned()
+    pub(crate) fn new(revocation_timeout: Duration) -> KeyDirectory {
+        KeyDirectory {
+            next: AtomicU32::new(0),
+            keys: Mutex::default(),
+            allocations: Mutex::default(),
+            revocation_timeout,
+            driver: OnceLock::new(),
+        }
+    }
+
+    /// Connects deregistration to the transport's engine (once).
+    pub(crate) fn set_driver(&self, driver: Driver) {
+        let _ = self.driver.set(driver);
+    }
+
+    /// `key`'s registration, noting that `peer` fetched it; `None` once
+    /// it is deregistered (or was never issued).
+    pub(crate) fn fetch(&self, key: u32, peer: usize) -> Option<KeyInfo> {
+        let mut keys = self.keys.lock();
+        let e = keys.get_mut(&key)?;
+        if !e.fetched.contains(&peer) {
+            e.fetched.push(peer);
+        }
+        Some(e.info.clone())
     }
 
     fn insert(&self, info: KeyInfo) -> u32 {
         // Keys are never reused, so a stale descriptor names no live
         // registration.
         let key = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        self.keys.write().insert(key, info);
+        self.keys.lock().insert(
+            key,
+            Entry {
+                info,
+                fetched: Vec::new(),
+            },
+        );
         key
     }
 
-    fn remove(&self, key: u32) {
-        self.keys.write().remove(&key);
-        self.revoked.push(key);
+    /// Removes `key` (a fetch from now on answers "not found"); the peers
+    /// that fetched it.
+    fn remove(&self, key: u32) -> Vec<usize> {
+        self.keys
+            .lock()
+            .remove(&key)
+            .map(|e| e.fetched)
+            .unwrap_or_default()
     }
 
-    /// Notes that `peer` fetched `key`.
-    pub(crate) fn fetched_by(&self, key: u32, peer: usize) {
-        let mut f = self.fetched.lock();
-        let peers = f.entry(key).or_default();
-        if !peers.contains(&peer) {
-            peers.push(peer);
-        }
-    }
-
-    /// The next deregistered key and the peers that fetched it.
-    pub(crate) fn next_revoked(&self) -> Option<(u32, Vec<usize>)> {
-        let key = self.revoked.pop()?;
-        Some((key, self.fetched.lock().remove(&key).unwrap_or_default()))
+    /// Every live key some peer fetched, with those peers, who are
+    /// forgotten (the transport revokes them as it shuts down).
+    pub(crate) fn take_fetched(&self) -> Vec<(u32, Vec<usize>)> {
+        let mut keys = self.keys.lock();
+        keys.iter_mut()
+            .filter(|(_, e)| !e.fetched.is_empty())
+            .map(|(&k, e)| (k, std::mem::take(&mut e.fetched)))
+            .collect()
     }
 
     /// The UCX allocation holding `[addr, addr + len)`, if any.
@@ -192,9 +233,17 @@ unsafe impl RegisteredKeys for UcxKeys {
 
 impl Drop for UcxKeys {
     fn drop(&mut self) {
-        self.dir.remove(self.key);
+        // Nothing is unmapped (and the registry frees nothing) before
+        // every peer that fetched the key acknowledged its revocation or
+        // has its endpoint closed.
+        let fetched = self.dir.remove(self.key);
+        if !fetched.is_empty() {
+            let timeout = self.dir.revocation_timeout;
+            revoke::revoke(self.dir.driver.get(), self.key, fetched, timeout);
+        }
         if let Memh::Own(memh) = self.memh {
-            // SAFETY: mapped once by `register`, unmapped once here.
+            // SAFETY: mapped once by `register`, unmapped once here, after
+            // the revocation above.
             let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
             if let Err(e) = check("ucp_mem_unmap", status) {
                 log::warn!("{e}");

@@ -22,6 +22,11 @@
 //!   registration's packed rkey from its owner's key directory on first
 //!   use, so a `RemoteMemoryRegion` is the same small `Copy` value as on
 //!   verbs. Range and rights are checked before every put or get.
+//!   Dropping a registration revokes its key at every peer that fetched
+//!   it and unmaps only once each has acknowledged (none of its accesses
+//!   is in flight, later ones fail with `IBV_WC_REM_ACCESS_ERR`) or has its
+//!   endpoint closed; a peer silent past
+//!   [`UcxTransportBuilder::revocation_timeout`] is force-closed.
 //! - Endpoints use peer error handling: a dead peer fails its work with
 //!   `IBV_WC_RETRY_EXC_ERR` (the UCX status is the vendor error).
 //!
@@ -37,6 +42,7 @@ mod events;
 mod ffi;
 mod keys;
 mod peer;
+mod revoke;
 mod status;
 mod tag;
 mod transport;
@@ -44,4 +50,6 @@ mod transport;
 pub use context::UcxContext;
 pub use error::UcxError;
 pub use keys::UcxRegistrar;
+#[doc(hidden)]
+pub use transport::ProgressStall;
 pub use transport::{UcxTransport, UcxTransportBuilder};

@@ -27,6 +27,9 @@ pub(crate) enum RemoteKey {
     },
     /// The peer has no such registration.
     Missing,
+    /// The peer revoked it (deregistered, or shut down): accesses fail
+    /// before UCX sees them, and a late reply does not bring it back.
+    Revoked,
 }
 
 /// One posted send-queue operation.
@@ -101,6 +104,8 @@ pub(crate) struct Peer {
     /// Sequence number of the last write issued.
     pub(crate) last_write: u32,
     pub(crate) keys: HashMap<u32, RemoteKey>,
+    /// The peer said goodbye: it accesses nothing of ours any more.
+    pub(crate) departed: bool,
 }
 
 impl Peer {
@@ -116,6 +121,7 @@ impl Peer {
             flush_needed: false,
             last_write: 0,
             keys: HashMap::new(),
+            departed: false,
         }
     }
 

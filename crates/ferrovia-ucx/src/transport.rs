@@ -11,9 +11,13 @@ use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
 use crate::error::UcxError;
 use crate::keys::{KeyDirectory, UcxRegistrar};
+use crate::revoke::Driver;
 
 /// How long `wait` polls before it sleeps.
 const WAIT_SPIN: Duration = Duration::from_micros(50);
+/// How long dropping a registration waits, by default, for the peers that
+/// fetched its key to acknowledge the revocation.
+const DEFAULT_REVOCATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Reliable, ordered connections to peers over UCX (tcp, shared memory or
 /// UCX's own RDMA transports), with verbs semantics: a send consumes one
@@ -59,6 +63,7 @@ pub struct UcxTransportBuilder {
     send_depth: u32,
     recv_depth: u32,
     detect_failures: Option<bool>,
+    revocation_timeout: Duration,
 }
 
 impl Default for UcxTransportBuilder {
@@ -67,6 +72,7 @@ impl Default for UcxTransportBuilder {
             send_depth: 256,
             recv_depth: 256,
             detect_failures: None,
+            revocation_timeout: DEFAULT_REVOCATION_TIMEOUT,
         }
     }
 }
@@ -104,15 +110,29 @@ impl UcxTransportBuilder {
         self
     }
 
+    /// How long dropping a registration waits for every peer that fetched
+    /// its key to acknowledge the revocation (default 5 s). A peer that
+    /// has not answered by then gets its endpoint force-closed (its
+    /// pending work fails) and a warning naming it; then the memory is
+    /// unmapped.
+    pub fn revocation_timeout(mut self, timeout: Duration) -> Self {
+        self.revocation_timeout = timeout;
+        self
+    }
+
     /// Starts the progress thread and its worker on `context`.
     pub fn start(self, context: &UcxContext) -> Result<UcxTransport, UcxError> {
         let shared = Arc::new(Shared::new());
-        let dir = Arc::new(KeyDirectory::default());
+        let dir = Arc::new(KeyDirectory::new(self.revocation_timeout));
         let detect = self
             .detect_failures
             .unwrap_or_else(|| !shared_memory_only(std::env::var("UCX_TLS").ok().as_deref()));
         let (thread, engine, address) =
             engine::spawn(context, dir.clone(), shared.clone(), detect)?;
+        dir.set_driver(Driver {
+            shared: Arc::downgrade(&shared),
+            engine: Arc::downgrade(&engine),
+        });
         Ok(UcxTransport {
             shared,
             engine,
@@ -185,6 +205,15 @@ impl UcxTransport {
         self.shared.send(Cmd::RawControl { peer, bytes });
     }
 
+    /// Stops this transport's progress (no thread turns its worker) until
+    /// the returned guard drops: for tests of a peer that stops answering.
+    #[doc(hidden)]
+    pub fn stall_progress(&self) -> ProgressStall<'_> {
+        ProgressStall {
+            _engine: self.engine.lock(),
+        }
+    }
+
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.peers();
         if peer >= count {
@@ -206,20 +235,7 @@ impl UcxTransport {
     /// Drives progress on this thread when the progress thread is not
     /// (busy polling then costs no thread hand-off); whether it did.
     fn progress_inline(&self) -> bool {
-        let Some(mut e) = self.engine.try_lock() else {
-            return false;
-        };
-        if e.is_shut_down() {
-            return false;
-        }
-        self.shared.user_turns.fetch_add(1, SeqCst);
-        let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
-        if turned.is_err() {
-            log::error!("UCX progress panicked on a user thread; the transport is dead");
-            e.poison();
-            self.shared.alive.store(false, SeqCst);
-        }
-        true
+        engine::turn_inline(&self.engine, &self.shared)
     }
 
     /// After queueing commands: issue them on this thread if the engine is
@@ -242,6 +258,19 @@ impl UcxTransport {
             }
         }
         n
+    }
+}
+
+/// Holds a transport's engine so nothing progresses it (tests only).
+#[doc(hidden)]
+#[must_use]
+pub struct ProgressStall<'a> {
+    _engine: parking_lot::MutexGuard<'a, crate::engine::Engine>,
+}
+
+impl std::fmt::Debug for ProgressStall<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressStall")
     }
 }
 

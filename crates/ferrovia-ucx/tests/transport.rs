@@ -1,62 +1,20 @@
 //! The UCX transport under the scoped channel core, in one process over
-//! tcp: every operation, its ordering, and the typed failures.
+//! tcp (and, for key revocation, shared memory too): every operation, its
+//! ordering, and the typed failures.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
+use std::time::{Duration, Instant};
+
+use common::*;
 use ferrovia_channel::{
     ChannelConfig, Gather, MultiChannel, PeerReadWorkRequest, PeerReceiveWorkRequest,
     PeerSendWorkRequest, PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, Scatter,
     SendWorkRequest, TransportError, WriteWorkRequest,
 };
-use ferrovia_mr::{Access, MrRegistry, RegisterOptions, RegisteredBuffer, Shared};
-use ferrovia_ucx::{UcxContext, UcxTransport};
+use ferrovia_mr::{RegisterOptions, RegisteredBuffer};
+use ferrovia_ucx::UcxTransport;
 use ferrovia_verbs::WcClass;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-/// `n` connected channels over tcp, as `n` ranks of one job would be, and
-/// a handle on each transport.
-fn world(n: usize) -> Vec<(MultiChannel, Arc<UcxTransport>)> {
-    let ts: Vec<UcxTransport> = (0..n)
-        .map(|_| {
-            let ctx = UcxContext::with_options(&[("TLS", "tcp")]).expect("ucp_init");
-            UcxTransport::new(&ctx).expect("transport")
-        })
-        .collect();
-    let addrs: Vec<Vec<u8>> = ts.iter().map(|t| t.address().to_vec()).collect();
-    ts.into_iter()
-        .enumerate()
-        .map(|(i, t)| {
-            t.connect(i, &addrs).expect("connect");
-            let registry = MrRegistry::with_registrar(t.registrar());
-            let t = Arc::new(t);
-            let ch = MultiChannel::over(t.clone(), registry, ChannelConfig::default());
-            (ch, t)
-        })
-        .collect()
-}
-
-fn buf<A: Access>(
-    ch: &MultiChannel,
-    bytes: &[u8],
-    opts: RegisterOptions<A>,
-) -> RegisteredBuffer<A> {
-    ch.registry().register_buffer(bytes.to_vec(), opts).unwrap()
-}
-
-fn rw() -> RegisterOptions<Shared> {
-    RegisterOptions::local()
-        .allow_remote_read()
-        .allow_remote_write()
-}
-
-fn class(e: &TransportError) -> Option<WcClass> {
-    match e {
-        TransportError::Completion(c) => Some(c.status.class()),
-        _ => None,
-    }
-}
 
 #[test]
 fn send_receive_with_gather_scatter_and_immediates_in_order() {
@@ -243,18 +201,22 @@ fn access_outside_a_registration_or_its_rights_is_refused() {
 fn malformed_control_messages_are_counted_and_dropped() {
     let mut w = world(2);
     let t1 = w[1].1.clone();
-    // SAFETY: neither is a key reply (one does not decode, the other is a
-    // request from an unknown sender).
+    // SAFETY: none is a key reply (they do not decode, come from unknown
+    // senders, or acknowledge what nobody revoked).
     unsafe {
         w[0].1.send_raw_control(1, vec![0xff; 3]);
         w[0].1
             .send_raw_control(1, b"Q\x09\0\0\0\x01\0\0\0".to_vec()); // sender 9 of 2
+        // An acknowledgement of a revocation nobody sent.
+        w[0].1.send_raw_control(1, b"A\0\0\0\0\x4d\0\0\0".to_vec());
+        // A goodbye from an unknown sender.
+        w[0].1.send_raw_control(1, b"B\x09\0\0\0".to_vec());
     }
     let deadline = std::time::Instant::now() + WAIT;
-    while t1.malformed_messages() < 2 && std::time::Instant::now() < deadline {
+    while t1.malformed_messages() < 4 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(t1.malformed_messages(), 2);
+    assert_eq!(t1.malformed_messages(), 4);
     // The transport still works.
     let (a, b) = w.split_at_mut(1);
     let (a, b) = (&mut a[0].0, &mut b[0].0);
@@ -392,35 +354,6 @@ fn a_vanished_peer_fails_pending_work_with_a_typed_error_quickly() {
 }
 
 #[test]
-fn a_deregistered_key_is_revoked_at_the_peers_that_used_it() {
-    let mut w = world(2);
-    let (a, b) = w.split_at_mut(1);
-    let (a, b) = (&mut a[0].0, &mut b[0].0);
-    let exposed = buf(b, &[3; 64], rw());
-    let remote = exposed.registration().remote().unwrap();
-    let mut dst = buf(a, &[0; 64], RegisterOptions::local());
-    // Ok, or the class of the read's completion error.
-    let read = |a: &mut MultiChannel, dst: &mut RegisteredBuffer| -> Result<(), Option<WcClass>> {
-        a.scope(|tx| {
-            tx.post_read(PeerReadWorkRequest::new(
-                1,
-                ReadWorkRequest::new(Scatter::of(dst)?, remote)?,
-            ))?
-            .wait(WAIT)
-            .map(|_| ())
-        })
-        .map_err(|e| e.closure().and_then(class))
-    };
-    read(a, &mut dst).expect("the key is live");
-    assert!(dst.iter().all(|&x| x == 3));
-    drop(exposed);
-    // The owner's progress thread sends the revocation within its sleep
-    // period (100 ms); give it ample time.
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(read(a, &mut dst), Err(Some(WcClass::RemoteAccess)));
-}
-
-#[test]
 fn an_abandoned_receive_is_cancelled_at_the_drain_deadline_before_the_scope_returns() {
     let mut w = world(2);
     let (a, _) = &mut w[0];
@@ -444,4 +377,110 @@ fn an_abandoned_receive_is_cancelled_at_the_drain_deadline_before_the_scope_retu
     // The buffer is ours again, and usable.
     inbox.fill(7);
     assert!(inbox.iter().all(|&x| x == 7));
+}
+
+/// Rank 1 registers its own memory, rank 0 writes it, rank 1 drops the
+/// registration, and at once (no sleep) rank 0 writes and reads it again
+/// with the old descriptor: both must be refused, and the stale write must
+/// not land. 50 registrations in a row.
+fn stale_accesses_fail_as_soon_as_the_owner_drops_the_key(tls: &str) {
+    let w = world_on(2, tls, UcxTransport::builder);
+    let (t_a, reg_a) = (w[0].1.clone(), w[0].0.registry().clone());
+    let reg_b = w[1].0.registry().clone();
+    let live = buf(&w[0].0, &[0xee; 64], RegisterOptions::local());
+    let stale = buf(&w[0].0, &[0x55; 64], RegisterOptions::local());
+    let mut back = buf(&w[0].0, &[0; 64], RegisterOptions::local());
+    // An error completion breaks the channel's connection (as on verbs):
+    // every access that should fail gets a channel of its own over the
+    // same transport.
+    let channel = || MultiChannel::over(t_a.clone(), reg_a.clone(), ChannelConfig::default());
+    for round in 0..50u8 {
+        let mut memory = vec![round; 64];
+        {
+            let exposed = reg_b.register_slice(&mut memory, rw()).unwrap();
+            let remote = exposed.registration().remote().unwrap();
+            let mut a = channel();
+            assert_eq!(write(&mut a, &live, remote), Ok(()), "round {round}");
+            drop(exposed);
+            assert_eq!(
+                write(&mut a, &stale, remote),
+                Err(Some(WcClass::RemoteAccess)),
+                "round {round}: a write with a revoked key"
+            );
+            assert_eq!(
+                read(&mut channel(), &mut back, remote),
+                Err(Some(WcClass::RemoteAccess)),
+                "round {round}: a read with a revoked key"
+            );
+        }
+        assert!(
+            memory.iter().all(|&x| x == 0xee),
+            "round {round}: the stale write landed: {memory:?}"
+        );
+    }
+}
+
+#[test]
+fn stale_accesses_fail_as_soon_as_the_owner_drops_the_key_over_tcp() {
+    stale_accesses_fail_as_soon_as_the_owner_drops_the_key("tcp");
+}
+
+#[test]
+fn stale_accesses_fail_as_soon_as_the_owner_drops_the_key_over_shared_memory() {
+    stale_accesses_fail_as_soon_as_the_owner_drops_the_key(SHARED_MEMORY);
+}
+
+/// Rank 0 fetched rank 1's key, then stops progressing: rank 1's drop
+/// waits for its acknowledgement no longer than the bound, then closes
+/// the endpoint to rank 0, so work towards it fails at once.
+fn a_peer_that_stops_answering_delays_the_drop_by_the_bound_and_is_closed(tls: &str) {
+    const BOUND: Duration = Duration::from_millis(600);
+    let mut w = world_on(2, tls, || UcxTransport::builder().revocation_timeout(BOUND));
+    let t_a = w[0].1.clone();
+    let (a, b) = w.split_at_mut(1);
+    let (a, b) = (&mut a[0].0, &mut b[0].0);
+    let exposed = buf(b, &[1; 64], rw());
+    let remote = exposed.registration().remote().unwrap();
+    let src = buf(a, &[2; 64], RegisterOptions::local());
+    assert_eq!(write(a, &src, remote), Ok(()));
+    let stall = t_a.stall_progress();
+    let started = Instant::now();
+    drop(exposed);
+    let took = started.elapsed();
+    assert!(took >= BOUND, "the drop did not wait for rank 0: {took:?}");
+    assert!(
+        took < BOUND + Duration::from_millis(1500),
+        "the drop waited past the bound: {took:?}"
+    );
+    let hello = buf(b, b"hello", RegisterOptions::local());
+    let started = Instant::now();
+    let err = b
+        .scope(|tx| {
+            let g = [Gather::of(&hello)?];
+            tx.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?
+                .wait(WAIT)
+                .map(|_| ())
+        })
+        .unwrap_err();
+    let e = err.closure().expect("the send failed");
+    assert!(
+        matches!(e, TransportError::Completion(_)),
+        "the endpoint to rank 0 is closed: {e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stall);
+}
+
+#[test]
+fn a_peer_that_stops_answering_delays_the_drop_by_the_bound_and_is_closed_over_tcp() {
+    a_peer_that_stops_answering_delays_the_drop_by_the_bound_and_is_closed("tcp");
+}
+
+#[test]
+fn a_peer_that_stops_answering_delays_the_drop_by_the_bound_and_is_closed_over_shared_memory() {
+    a_peer_that_stops_answering_delays_the_drop_by_the_bound_and_is_closed(SHARED_MEMORY);
 }

@@ -314,6 +314,8 @@ unsafe impl Transport for Counting {
         self.poll(out)
     }
     fn flush(&self, _: usize) -> TransportResult<()> {
-        Err(TransportError::Config("the counting double cannot flush".into()))
+        Err(TransportError::Config(
+            "the counting double cannot flush".into(),
+        ))
     }
 }

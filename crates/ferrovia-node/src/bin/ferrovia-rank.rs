@@ -8,6 +8,7 @@
 //! ferrovia-rank exchange [ITERS]              every operation with every rank, verified
 //! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
 //! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
+//! ferrovia-rank stale-write                   a write with a deregistered key is refused (3+ ranks)
 //! ```
 //! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
 //! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous;
@@ -261,6 +262,105 @@ fn demo(node: &mut Node) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// Issue 12, part 4: rank 1 registers memory of its own, rank 0 writes
+/// it, rank 1 drops the registration, both pass a barrier, and rank 0
+/// writes again with the old descriptor. That write must fail with a
+/// remote access error, and nothing may land in rank 1's memory. The
+/// failed write breaks the connection from rank 0 to rank 1 (as on verbs),
+/// so rank 2 relays "rank 0 is done" to rank 1 before it looks; ranks
+/// beyond 2 only join the descriptor exchange.
+fn stale_write(node: &mut Node) -> Result<(), NodeError> {
+    let (me, n) = (node.rank(), node.world_size());
+    if n < 3 {
+        return Err(NodeError::Transport(
+            ferrovia_channel::TransportError::Config(format!(
+                "stale-write needs 3 ranks or more, not {n}"
+            )),
+        ));
+    }
+    let opts = RegisterOptions::local()
+        .allow_remote_write()
+        .allow_remote_read();
+    let mut memory = vec![0u8; SLOT];
+    let exposed = match me {
+        1 => Some(node.registry().register_slice(&mut memory, opts)?),
+        _ => None,
+    };
+    let placeholder = node.registry().alloc(SLOT, opts)?;
+    let mine = match &exposed {
+        Some(e) => e.registration().remote()?,
+        None => placeholder.registration().remote()?,
+    };
+    let target = node.all_gather_remote(mine, WAIT)?[1];
+    let live = node
+        .registry()
+        .register_buffer(vec![0xee; SLOT], RegisterOptions::local())?;
+    let stale = node
+        .registry()
+        .register_buffer(vec![0x55; SLOT], RegisterOptions::local())?;
+    let write = |node: &mut Node, src| {
+        node.scope(|s| {
+            let g = [Gather::of(src)?];
+            s.post_write(PeerWriteWorkRequest::new(
+                1,
+                WriteWorkRequest::new(&g, target)?,
+            ))?
+            .wait(WAIT)?;
+            Ok::<_, NodeError>(())
+        })
+        .map_err(NodeError::from)
+    };
+    // Ranks 0 and 1 as in the issue; rank 2 waits.
+    if me < 2 {
+        if me == 0 {
+            write(node, &live)?;
+        }
+        node.barrier(&[0, 1], WAIT)?; // the live write landed
+    }
+    drop(exposed); // rank 1 deregisters
+    if me < 2 {
+        node.barrier(&[0, 1], WAIT)?; // the registration is gone
+    }
+    let mut outcome = Ok(());
+    match me {
+        0 => {
+            outcome = match write(node, &stale) {
+                Ok(()) => Err(NodeError::Transport(
+                    ferrovia_channel::TransportError::Config(
+                        "the write with a deregistered key succeeded".into(),
+                    ),
+                )),
+                Err(NodeError::Transport(ferrovia_channel::TransportError::Completion(c)))
+                    if c.status.class() == ferrovia_verbs::WcClass::RemoteAccess =>
+                {
+                    println!("rank 0: the stale write was refused: {}", c.status.name());
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            node.barrier(&[0, 2], WAIT)?; // rank 0 is done writing
+        }
+        1 => {
+            node.barrier(&[1, 2], WAIT)?;
+            let changed = memory.iter().filter(|&&b| b != 0xee).count();
+            if changed > 0 {
+                return Err(NodeError::Transport(
+                    ferrovia_channel::TransportError::Config(format!(
+                        "a write landed after the deregistration: {changed} of {SLOT} bytes changed"
+                    )),
+                ));
+            }
+            println!("rank 1: nothing landed after the deregistration");
+        }
+        2 => {
+            node.barrier(&[0, 2], WAIT)?;
+            node.barrier(&[1, 2], WAIT)?;
+        }
+        _ => {}
+    }
+    outcome
+}
+
 fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), NodeError> {
     let all: Vec<usize> = (0..node.world_size()).collect();
     node.barrier(&all, WAIT)?;
@@ -326,9 +426,10 @@ fn main() -> ExitCode {
             Duration::from_millis(arg(2, 3000) as u64),
         ),
         Some("barrier-bench") => barrier_bench(&mut node, arg(2, 200)),
+        Some("stale-write") => stale_write(&mut node),
         _ => {
             eprintln!(
-                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS]"
+                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS] | stale-write"
             );
             return ExitCode::from(1);
         }

@@ -204,6 +204,34 @@ pub(crate) fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes(b
     }
 }
 
+/// Issue 12, part 4: rank 1 registers, rank 0 writes, rank 1 drops the
+/// registration, both pass a barrier, rank 0 writes again with the old
+/// descriptor: refused with a remote access error, and nothing lands.
+pub(crate) fn a_write_with_a_deregistered_key_is_refused(b: BackendEnv) {
+    let n = 3;
+    let job = Job::new(n, b);
+    let ranks: Vec<Child> = (0..n)
+        .map(|r| job.spawn(r, &["stale-write"], &[]))
+        .collect();
+    let results: Vec<_> = ranks
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(120)))
+        .collect();
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
+    }
+    assert!(
+        results[0].1.contains("refused: IBV_WC_REM_ACCESS_ERR"),
+        "rank 0: {}",
+        results[0].1
+    );
+    assert!(
+        results[1].1.contains("nothing landed"),
+        "rank 1: {}",
+        results[1].1
+    );
+}
+
 /// Defines the suite's tests for one backend: `backend_suite!(ENV)` or
 /// `backend_suite!(ENV, ignore = "why")`.
 #[macro_export]
@@ -245,6 +273,12 @@ macro_rules! backend_suite {
         $(#[ignore = $why])?
         fn a_rank_that_never_starts_fails_bootstrap_with_a_clear_error() {
             suite::a_rank_that_never_starts_fails_bootstrap_with_a_clear_error($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_write_with_a_deregistered_key_is_refused() {
+            suite::a_write_with_a_deregistered_key_is_refused($env);
         }
 
         #[test]

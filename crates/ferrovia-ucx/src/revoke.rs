@@ -1,0 +1,155 @@
+//! Revoking a deregistered key, on the owner's side: its memory is not
+//! unmapped (nor, for memory the user registered, freed) before every peer
+//! that fetched the key has acknowledged the revocation or has its
+//! endpoint closed. UCX's software RMA (tcp) and shared memory check no
+//! key at the target: without this a stale descriptor would still reach
+//! the memory, and a shared-memory peer writes with cross-memory attach
+//! straight into this address space.
+//!
+//! The thread that drops the last handle of a registration runs
+//! [`revoke`] after removing the key from the directory (a fetch from then
+//! on answers "not found"): it hands a [`Revocation`] naming the peers that
+//! fetched the key to the engine and waits. Whoever turns the engine (the
+//! progress thread, a polling user thread, or this thread itself while the
+//! engine is free) sends each peer a revocation, crosses it off when its
+//! acknowledgement arrives, its endpoint fails or is closed, or it says
+//! goodbye, and once the bound passes force-closes the endpoints of those
+//! still silent (see `engine::control_plane`).
+//!
+//! No deadlock with the turn-taking: the waiting thread only ever
+//! `try_lock`s the engine and never sleeps holding it, so the progress
+//! thread (which stands back only while user threads turn) or a polling
+//! thread turns it meanwhile. The engine holds no registration, so no
+//! drop runs inside a turn or on the progress thread; if one ever did, it
+//! would wait at most the bound plus [`GIVE_UP_AFTER`], not forever.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::engine::{self, Cmd, Engine, Shared};
+
+/// How long the dropping thread turns the engine itself before it sleeps
+/// (a revocation round trip on an idle host is well under this).
+const SPIN: Duration = Duration::from_micros(300);
+/// How long it sleeps between looks while the progress thread works.
+const SLICE: Duration = Duration::from_millis(10);
+/// How long past the bound it waits for an engine nobody turns (stopped
+/// or wedged) before it unmaps anyway and says so.
+pub(crate) const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
+
+/// What a deregistration needs of the transport: its engine, weakly (the
+/// engine owns the key directory that holds this).
+pub(crate) struct Driver {
+    pub(crate) shared: Weak<Shared>,
+    pub(crate) engine: Weak<Mutex<Engine>>,
+}
+
+/// One key's revocation: the peers yet to answer.
+pub(crate) struct Revocation {
+    pub(crate) key: u32,
+    /// When the engine force-closes the endpoints of the silent peers.
+    pub(crate) deadline: Instant,
+    pending: Mutex<Vec<usize>>,
+    settled: Condvar,
+}
+
+impl Revocation {
+    pub(crate) fn new(key: u32, peers: Vec<usize>, timeout: Duration) -> Revocation {
+        Revocation {
+            key,
+            deadline: Instant::now() + timeout,
+            pending: Mutex::new(peers),
+            settled: Condvar::new(),
+        }
+    }
+
+    /// The peers yet to answer.
+    pub(crate) fn pending(&self) -> Vec<usize> {
+        self.pending.lock().clone()
+    }
+
+    /// Whether `peer` is yet to answer.
+    pub(crate) fn awaits(&self, peer: usize) -> bool {
+        self.pending.lock().contains(&peer)
+    }
+
+    /// Crosses `peer` off (it acknowledged, or its endpoint is closed);
+    /// whether it was pending.
+    pub(crate) fn answered(&self, peer: usize) -> bool {
+        let mut p = self.pending.lock();
+        let Some(i) = p.iter().position(|&q| q == peer) else {
+            return false;
+        };
+        p.swap_remove(i);
+        if p.is_empty() {
+            self.settled.notify_all();
+        }
+        true
+    }
+
+    /// Every peer answered or is closed.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.pending.lock().is_empty()
+    }
+
+    /// Sleeps until settled or `until`.
+    fn wait(&self, until: Instant) {
+        let mut p = self.pending.lock();
+        if !p.is_empty() {
+            let _ = self.settled.wait_until(&mut p, until);
+        }
+    }
+}
+
+/// Revokes `key`, which `fetched` fetched, already removed from the
+/// directory; returns once none of their accesses can reach its memory.
+pub(crate) fn revoke(driver: Option<&Driver>, key: u32, fetched: Vec<usize>, timeout: Duration) {
+    let handles = driver.and_then(|d| Some((d.shared.upgrade()?, d.engine.upgrade()?)));
+    let Some((shared, engine)) = handles else {
+        // The transport is gone: its endpoints are closed and it said
+        // goodbye after revoking every key peers had fetched.
+        return;
+    };
+    let start = Instant::now();
+    let r = Arc::new(Revocation::new(key, fetched, timeout));
+    shared.send(Cmd::Revoke(r.clone()));
+    let give_up = r.deadline + GIVE_UP_AFTER;
+    let mut woke_at_deadline = false;
+    loop {
+        if r.is_settled() {
+            return;
+        }
+        if !shared.alive.load(SeqCst) {
+            log::error!(
+                "ucx: the progress thread stopped before peers acknowledged the revocation of key {key}; unmapping it"
+            );
+            return;
+        }
+        let now = Instant::now();
+        if now >= give_up {
+            log::error!(
+                "ucx: nothing progressed the revocation of key {key} (peers {:?}) within {:?}; unmapping it",
+                r.pending(),
+                give_up - start
+            );
+            return;
+        }
+        if now < start + SPIN {
+            // The fast path: the acknowledgement comes back while this
+            // thread turns the engine itself.
+            let _ = engine::turn_inline(&engine, &shared);
+            continue;
+        }
+        if now >= r.deadline && !woke_at_deadline {
+            // The engine closes the silent peers on its next turn.
+            woke_at_deadline = true;
+            if !engine::turn_inline(&engine, &shared) {
+                shared.wake(true);
+            }
+        }
+        r.wait((now + SLICE).min(give_up));
+    }
+}
