@@ -6,7 +6,7 @@ use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
 use ferrovia_verbs::{ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps};
 
 use crate::config::ChannelConfig;
-use crate::core::{ChannelCore, SendSpec};
+use crate::core::ChannelCore;
 use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::multi::MultiChannel;
@@ -299,23 +299,23 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
         self.read_from(0, wr)
     }
 
-    /// Posts several writes with one doorbell per 16 and only the last
-    /// signalled; every handle completes when the last one does.
+    /// Posts several writes as one list (see
+    /// [`PollingScope::post_write_list`] on a `MultiChannel`): one handle,
+    /// the last request's, which completes once all have.
     pub fn post_write_list(
         &mut self,
         wrs: &[WriteWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
-        self.list_to(0, &specs)
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.list_to(0, wrs)
     }
 
-    /// Posts several sends as one list (see [`PollingScope::post_write_list`]).
+    /// Posts several sends as one list (see
+    /// [`PollingScope::post_write_list`]).
     pub fn post_send_list(
         &mut self,
         wrs: &[SendWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::send).collect();
-        self.list_to(0, &specs)
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.list_to(0, wrs)
     }
 
     /// The channel's protection domain.

@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::ptr::NonNull;
 
 use ferrovia_mr::{Access, Local, MemoryRegionView, MrError, RegisteredMemory, Registration};
 use ferrovia_verbs::{AccessFlags, Sge};
@@ -77,7 +78,7 @@ impl<'env> Gather<'env> {
 #[derive(Debug)]
 pub struct Scatter<'env> {
     pub(crate) sge: Sge,
-    pub(crate) ptr: *mut u8,
+    pub(crate) ptr: NonNull<u8>,
     _bytes: PhantomData<&'env mut [u8]>,
 }
 
@@ -99,7 +100,7 @@ impl<'env> Scatter<'env> {
         }
         Ok(Scatter {
             sge: sge_for(reg, bytes)?,
-            ptr: bytes.as_mut_ptr(),
+            ptr: NonNull::from(&mut *bytes).cast(),
             _bytes: PhantomData,
         })
     }
@@ -133,7 +134,7 @@ impl<'env> Scatter<'env> {
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: a Scatter owns an exclusive borrow of these bytes; while
         // it is not posted nothing else touches them.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len()) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len()) }
     }
 
     /// The bytes, borrowed for the rest of `'env` (after the request that
@@ -141,7 +142,7 @@ impl<'env> Scatter<'env> {
     pub fn into_bytes(self) -> &'env mut [u8] {
         // SAFETY: a Scatter is an exclusive `&'env mut [u8]` of
         // `sge.length()` bytes at `ptr`, taken apart; this puts it back.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }
     }
 
     /// Rebuilds a scatter element from its parts.
@@ -149,7 +150,7 @@ impl<'env> Scatter<'env> {
     /// # Safety
     /// `ptr` and `sge` must come from a `Scatter<'env>` that was moved into
     /// a request which has completed, and be used to rebuild it once.
-    pub(crate) unsafe fn from_raw(ptr: *mut u8, sge: Sge) -> Scatter<'env> {
+    pub(crate) unsafe fn from_raw(ptr: NonNull<u8>, sge: Sge) -> Scatter<'env> {
         Scatter {
             sge,
             ptr,

@@ -76,6 +76,9 @@ pub enum TransportError {
         /// The peer index.
         peer: usize,
     },
+    /// A list post with no request in it.
+    #[error("a list post needs at least one request")]
+    EmptyList,
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),

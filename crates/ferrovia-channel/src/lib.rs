@@ -51,10 +51,12 @@
 mod channel;
 mod config;
 mod core;
+mod drain;
 mod element;
 mod error;
 mod multi;
 mod op;
+mod post;
 mod posting;
 mod request;
 mod scope;

@@ -7,7 +7,7 @@ use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
 use crate::channel::ChannelBuilder;
 use crate::config::ChannelConfig;
-use crate::core::{ChannelCore, SendSpec};
+use crate::core::ChannelCore;
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
@@ -236,15 +236,18 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         peers.into_iter().map(|p| self.send_to(p, wr)).collect()
     }
 
-    /// Posts writes to one peer as one list: one doorbell per 16, only the
-    /// last signalled.
+    /// Posts writes to one peer as one list: one doorbell per 16 requests,
+    /// and only the last of each 16 signalled (selective signalling). The
+    /// handle is the last request's: it completes once all have (if one
+    /// fails, the connection breaks and the rest are flushed, so the handle
+    /// reports an error, and the scope's drain names the first failure).
+    /// Posting allocates nothing.
     pub fn post_write_list(
         &mut self,
         peer: usize,
         wrs: &[crate::WriteWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::write).collect();
-        self.list_to(peer, &specs)
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.list_to(peer, wrs)
     }
 
     /// Posts sends to one peer as one list (see
@@ -253,9 +256,8 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         &mut self,
         peer: usize,
         wrs: &[SendWorkRequest<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
-        let specs: Vec<SendSpec<'_, 'env>> = wrs.iter().map(SendSpec::send).collect();
-        self.list_to(peer, &specs)
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.list_to(peer, wrs)
     }
 
     /// Number of peers.

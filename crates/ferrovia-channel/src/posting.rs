@@ -1,9 +1,9 @@
 //! The posts every scope offers, by peer index; the single- and
 //! multi-peer APIs are thin layers over these.
 
-use crate::core::{SendSpec, read_parts};
 use crate::error::TransportResult;
 use crate::op::OpKind;
+use crate::post::{AsSpec, SendSpec, read_parts};
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork};
 
@@ -13,7 +13,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: SendWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
-        let t = self.core().post_send(peer, SendSpec::send(&wr), &[], &[])?;
+        let t = self.core().post_send(peer, &wr.spec(), &[], &[])?;
         Ok(self.handle(t))
     }
 
@@ -22,9 +22,7 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: WriteWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
-        let t = self
-            .core()
-            .post_send(peer, SendSpec::write(&wr), &[], &[])?;
+        let t = self.core().post_send(peer, &wr.spec(), &[], &[])?;
         Ok(self.handle(t))
     }
 
@@ -50,19 +48,18 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
             remote: Some((wr.remote.addr(), wr.remote.rkey())),
             imm: None,
         };
-        let t = self.core().post_send(peer, spec, &bufs[..n], &sges[..n])?;
+        let t = self.core().post_send(peer, &spec, &bufs[..n], &sges[..n])?;
         Ok(self.handle(t))
     }
 
-    /// Posts sends or writes to one peer as one list: one doorbell per 16,
-    /// only the last signalled (selective signalling).
-    pub(crate) fn list_to(
+    /// Posts sends or writes to one peer as one list (see
+    /// `ChannelCore::post_send_list`); the handle is the last request's.
+    pub(crate) fn list_to<W: AsSpec<'env>>(
         &mut self,
         peer: usize,
-        specs: &[SendSpec<'_, 'env>],
-    ) -> TransportResult<Vec<ScopedPendingWork<'scope, 'env>>> {
-        let mut tickets = Vec::with_capacity(specs.len());
-        self.core().post_send_list(peer, specs, &mut tickets)?;
-        Ok(tickets.into_iter().map(|t| self.handle(t)).collect())
+        wrs: &[W],
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        let t = self.core().post_send_list(peer, wrs)?;
+        Ok(self.handle(t))
     }
 }

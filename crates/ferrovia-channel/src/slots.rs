@@ -1,9 +1,14 @@
 //! Bookkeeping of outstanding work: one slot per posted request, found by
 //! `wr_id`, preallocated so posting and routing never allocate.
+//!
+//! What posting and routing touch is kept dense ([`Meta`], 16 bytes a
+//! slot); a completion and a receive's hand-back buffers live in arrays of
+//! their own, read only when a handle takes them.
 
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 
-use ferrovia_verbs::{CompletionError, WcStatus};
+use ferrovia_types::{CompletionError, Sge, WcStatus};
 
 use crate::op::Completion;
 use crate::request::MAX_ELEMENTS;
@@ -12,16 +17,16 @@ use crate::request::MAX_ELEMENTS;
 /// borrow (`&'env mut [u8]`) was moved into the request.
 #[derive(Clone, Copy)]
 pub(crate) struct RawBuf {
-    pub(crate) ptr: *mut u8,
+    pub(crate) ptr: NonNull<u8>,
     /// Its element (address, length, key), to hand it back as a scatter.
-    pub(crate) sge: ferrovia_verbs::Sge,
+    pub(crate) sge: Sge,
 }
 
 impl Default for RawBuf {
     fn default() -> Self {
         RawBuf {
-            ptr: std::ptr::null_mut(),
-            sge: ferrovia_verbs::Sge::default(),
+            ptr: NonNull::dangling(),
+            sge: Sge::default(),
         }
     }
 }
@@ -30,32 +35,51 @@ impl Default for RawBuf {
 // which may be sent to another thread like the reference itself.
 unsafe impl Send for RawBuf {}
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Queue {
     Send,
     Recv,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
     Free,
     Pending,
-    Done(Completion),
+    Done,
 }
 
-pub(crate) struct Slot {
+/// The hot part of a slot.
+#[derive(Clone, Copy)]
+pub(crate) struct Meta {
     pub(crate) epoch: u32,
+    pub(crate) peer: u32,
     pub(crate) state: State,
-    pub(crate) peer: usize,
     pub(crate) queue: Queue,
-    /// Its handle was dropped: free it as soon as it completes.
+    /// Its handle was dropped (or never handed out): free it as soon as it
+    /// completes.
     pub(crate) detached: bool,
-    pub(crate) bufs: [RawBuf; MAX_ELEMENTS],
+    pub(crate) nbufs: u8,
+}
+
+/// A completed request taken out of its slot: its completion, and how
+/// many hand-back buffers were copied out.
+pub(crate) struct Taken {
+    pub(crate) completion: Completion,
     pub(crate) nbufs: usize,
 }
 
+/// What a handle finds in its slot.
+pub(crate) enum Look {
+    Done(Taken),
+    Pending,
+    /// Released already (cannot happen through a live handle).
+    Gone,
+}
+
 pub(crate) struct Slots {
-    pub(crate) slots: Vec<Slot>,
+    pub(crate) meta: Vec<Meta>,
+    done: Vec<Completion>,
+    bufs: Vec<[RawBuf; MAX_ELEMENTS]>,
     free: Vec<u32>,
     /// Per peer: send slots in posting order (completions arrive in it).
     send_rings: Vec<VecDeque<u32>>,
@@ -86,18 +110,18 @@ impl Slots {
         // Twice the queue depths: room for completed handles the program
         // still holds while the queues are full again.
         let cap = (2 * outstanding).clamp(1, u64::from(u32::MAX)) as u32;
+        let free_meta = Meta {
+            epoch: 0,
+            peer: 0,
+            state: State::Free,
+            queue: Queue::Send,
+            detached: false,
+            nbufs: 0,
+        };
         Slots {
-            slots: (0..cap)
-                .map(|_| Slot {
-                    epoch: 0,
-                    state: State::Free,
-                    peer: 0,
-                    queue: Queue::Send,
-                    detached: false,
-                    bufs: [RawBuf::default(); MAX_ELEMENTS],
-                    nbufs: 0,
-                })
-                .collect(),
+            meta: vec![free_meta; cap as usize],
+            done: vec![Completion::default(); cap as usize],
+            bufs: vec![[RawBuf::default(); MAX_ELEMENTS]; cap as usize],
             free: (0..cap).rev().collect(),
             send_rings: send_depths
                 .iter()
@@ -122,22 +146,32 @@ impl Slots {
             .sum()
     }
 
-    /// Takes a slot for a request about to be posted; returns (index, epoch).
+    /// Takes a slot for a request about to be posted; returns (index,
+    /// epoch). `bufs` are what a receive or read hands back; a `detached`
+    /// request has no handle and frees its slot when it completes. The
+    /// caller made sure a slot is free (`free_count`).
     pub(crate) fn alloc(
         &mut self,
         peer: usize,
         queue: Queue,
         bufs: &[RawBuf],
-    ) -> Option<(u32, u32)> {
-        let index = self.free.pop()?;
-        let slot = &mut self.slots[index as usize];
-        slot.epoch = slot.epoch.wrapping_add(1);
-        slot.state = State::Pending;
-        slot.peer = peer;
-        slot.queue = queue;
-        slot.detached = false;
-        slot.nbufs = bufs.len();
-        slot.bufs[..bufs.len()].copy_from_slice(bufs);
+        detached: bool,
+    ) -> (u32, u32) {
+        let index = self
+            .free
+            .pop()
+            .expect("posting reserves a free slot before taking it");
+        let m = &mut self.meta[index as usize];
+        m.epoch = m.epoch.wrapping_add(1);
+        m.state = State::Pending;
+        m.peer = peer as u32;
+        m.queue = queue;
+        m.detached = detached;
+        m.nbufs = bufs.len() as u8;
+        let epoch = m.epoch;
+        if !bufs.is_empty() {
+            self.bufs[index as usize][..bufs.len()].copy_from_slice(bufs);
+        }
         match queue {
             Queue::Send => {
                 self.send_rings[peer].push_back(index);
@@ -145,44 +179,45 @@ impl Slots {
             }
             Queue::Recv => self.outstanding_recv[peer] += 1,
         }
-        Some((index, slot.epoch))
+        (index, epoch)
     }
 
     /// Undoes `alloc` for a request the transport refused to post.
     pub(crate) fn unpost(&mut self, index: u32) {
-        let slot = &mut self.slots[index as usize];
-        match slot.queue {
+        let m = self.meta[index as usize];
+        let peer = m.peer as usize;
+        match m.queue {
             Queue::Send => {
-                let ring = &mut self.send_rings[slot.peer];
+                let ring = &mut self.send_rings[peer];
                 if let Some(pos) = ring.iter().rposition(|&i| i == index) {
                     ring.remove(pos);
                 }
-                self.outstanding_send[slot.peer] -= 1;
+                self.outstanding_send[peer] -= 1;
             }
-            Queue::Recv => self.outstanding_recv[slot.peer] -= 1,
+            Queue::Recv => self.outstanding_recv[peer] -= 1,
         }
         self.release(index);
     }
 
     pub(crate) fn release(&mut self, index: u32) {
-        let slot = &mut self.slots[index as usize];
-        slot.state = State::Free;
-        slot.nbufs = 0;
+        let m = &mut self.meta[index as usize];
+        m.state = State::Free;
+        m.nbufs = 0;
         self.free.push(index);
     }
 
     /// Records a completion. A send completion also completes the
     /// unsignalled sends posted before it to the same peer.
-    pub(crate) fn route(&mut self, c: Completion) {
+    pub(crate) fn route(&mut self, c: &Completion) {
         let (index, epoch) = split(c.wr_id);
-        let Some(slot) = self.slots.get(index as usize) else {
+        let Some(m) = self.meta.get(index as usize) else {
             return;
         };
-        if slot.epoch != epoch || slot.state != State::Pending {
+        if m.epoch != epoch || m.state != State::Pending {
             return; // not ours (stale or foreign wr_id): nothing to update
         }
-        let peer = slot.peer;
-        match slot.queue {
+        let peer = m.peer as usize;
+        match m.queue {
             Queue::Recv => {
                 self.outstanding_recv[peer] -= 1;
                 self.finish(index, c);
@@ -193,46 +228,73 @@ impl Slots {
                     if earlier == index {
                         break;
                     }
-                    let g = self.slots[earlier as usize].epoch;
-                    self.finish(
-                        earlier,
-                        Completion {
-                            wr_id: wr_id(earlier, g),
-                            ..Completion::default()
-                        },
-                    );
+                    let done = Completion {
+                        wr_id: wr_id(earlier, self.meta[earlier as usize].epoch),
+                        ..Completion::default()
+                    };
+                    self.finish(earlier, &done);
                 }
                 self.finish(index, c);
             }
         }
     }
 
-    fn finish(&mut self, index: u32, c: Completion) {
-        let slot = &mut self.slots[index as usize];
-        if slot.detached {
+    fn finish(&mut self, index: u32, c: &Completion) {
+        let m = &mut self.meta[index as usize];
+        if m.detached {
             if c.status != WcStatus::SUCCESS {
-                self.unobserved.push(error_of(&c));
+                self.unobserved.push(error_of(c));
             }
             self.release(index);
         } else {
-            slot.state = State::Done(c);
+            m.state = State::Done;
+            self.done[index as usize] = *c;
         }
     }
 
     /// The state of the slot a handle refers to, if it still does.
     pub(crate) fn state(&self, index: u32, epoch: u32) -> Option<State> {
-        let slot = &self.slots[index as usize];
-        (slot.epoch == epoch && slot.state != State::Free).then_some(slot.state)
+        let m = &self.meta[index as usize];
+        (m.epoch == epoch && m.state != State::Free).then_some(m.state)
+    }
+
+    /// Takes a handle's completion if it arrived, copying its hand-back
+    /// buffers (receives and reads only) into `bufs`, and releases the
+    /// slot.
+    pub(crate) fn take(
+        &mut self,
+        index: u32,
+        epoch: u32,
+        bufs: &mut [RawBuf; MAX_ELEMENTS],
+    ) -> Look {
+        match self.state(index, epoch) {
+            Some(State::Done) => {
+                let nbufs = self.meta[index as usize].nbufs as usize;
+                if nbufs > 0 {
+                    bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
+                }
+                let taken = Taken {
+                    completion: self.done[index as usize],
+                    nbufs,
+                };
+                self.release(index);
+                Look::Done(taken)
+            }
+            Some(State::Pending) => Look::Pending,
+            Some(State::Free) | None => Look::Gone,
+        }
     }
 
     /// Called when a handle is dropped unobserved.
     pub(crate) fn detach(&mut self, index: u32, epoch: u32) {
-        if self.state(index, epoch).is_some() {
-            self.dropped_unpolled += 1;
-        }
         match self.state(index, epoch) {
-            Some(State::Pending) => self.slots[index as usize].detached = true,
-            Some(State::Done(c)) => {
+            Some(State::Pending) => {
+                self.dropped_unpolled += 1;
+                self.meta[index as usize].detached = true;
+            }
+            Some(State::Done) => {
+                self.dropped_unpolled += 1;
+                let c = self.done[index as usize];
                 if c.status != WcStatus::SUCCESS {
                     self.unobserved.push(error_of(&c));
                 }
@@ -242,21 +304,31 @@ impl Slots {
         }
     }
 
-    /// Detaches a request whose handle was never handed out (a list post
-    /// that failed later on): like `detach`, but not counted as unpolled.
-    pub(crate) fn detach_silently(&mut self, index: u32, epoch: u32) {
-        let unpolled = self.dropped_unpolled;
-        self.detach(index, epoch);
-        self.dropped_unpolled = unpolled;
-    }
-
-    /// wr_ids of everything still pending.
+    /// wr_ids of everything still pending, with their peers.
     pub(crate) fn pending_ids(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.slots
+        self.meta
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.state == State::Pending)
-            .map(|(i, s)| (s.peer, wr_id(i as u32, s.epoch)))
+            .filter(|(_, m)| m.state == State::Pending)
+            .map(|(i, m)| (m.peer as usize, wr_id(i as u32, m.epoch)))
+    }
+
+    /// Every completed slot nobody took: (index, completion).
+    pub(crate) fn done_slots(&self) -> impl Iterator<Item = (u32, Completion)> + '_ {
+        self.meta
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.state == State::Done)
+            .map(|(i, _)| (i as u32, self.done[i]))
+    }
+
+    /// The peer of the request a completion names, if it is ours.
+    pub(crate) fn peer_of(&self, wr_id: u64) -> Option<usize> {
+        let (index, epoch) = split(wr_id);
+        self.meta
+            .get(index as usize)
+            .filter(|m| m.epoch == epoch && m.state == State::Pending)
+            .map(|m| m.peer as usize)
     }
 }
 
@@ -274,7 +346,7 @@ mod tests {
 
     fn done(s: &Slots, (i, g): (u32, u32)) -> Option<Completion> {
         match s.state(i, g) {
-            Some(State::Done(c)) => Some(c),
+            Some(State::Done) => Some(s.done[i as usize]),
             _ => None,
         }
     }
@@ -282,12 +354,12 @@ mod tests {
     #[test]
     fn a_signalled_send_completes_the_unsignalled_ones_before_it() {
         let mut s = Slots::new(&[4, 4], &[4, 4]);
-        let a = s.alloc(0, Queue::Send, &[]).unwrap();
-        let b = s.alloc(0, Queue::Send, &[]).unwrap();
-        let other_peer = s.alloc(1, Queue::Send, &[]).unwrap();
-        let c = s.alloc(0, Queue::Send, &[]).unwrap();
+        let a = s.alloc(0, Queue::Send, &[], false);
+        let b = s.alloc(0, Queue::Send, &[], false);
+        let other_peer = s.alloc(1, Queue::Send, &[], false);
+        let c = s.alloc(0, Queue::Send, &[], false);
         assert_eq!(s.pending(), 4);
-        s.route(Completion {
+        s.route(&Completion {
             wr_id: wr_id(c.0, c.1),
             byte_len: 9,
             ..Default::default()
@@ -304,12 +376,12 @@ mod tests {
     #[test]
     fn stale_and_foreign_wr_ids_are_ignored() {
         let mut s = Slots::new(&[2], &[2]);
-        let a = s.alloc(0, Queue::Recv, &[]).unwrap();
-        s.route(Completion {
+        let a = s.alloc(0, Queue::Recv, &[], false);
+        s.route(&Completion {
             wr_id: wr_id(a.0, a.1 + 1),
             ..Default::default()
         });
-        s.route(Completion {
+        s.route(&Completion {
             wr_id: u64::MAX,
             ..Default::default()
         });
@@ -321,9 +393,9 @@ mod tests {
     fn detached_slots_free_on_completion_and_keep_errors() {
         let mut s = Slots::new(&[2], &[2]);
         let free_before = s.free.len();
-        let a = s.alloc(0, Queue::Recv, &[]).unwrap();
+        let a = s.alloc(0, Queue::Recv, &[], false);
         s.detach(a.0, a.1);
-        s.route(Completion {
+        s.route(&Completion {
             wr_id: wr_id(a.0, a.1),
             status: WcStatus::WR_FLUSH_ERR,
             ..Default::default()
@@ -331,10 +403,34 @@ mod tests {
         assert_eq!(s.free.len(), free_before);
         assert_eq!(s.unobserved.len(), 1);
         assert_eq!(s.unobserved[0].status, WcStatus::WR_FLUSH_ERR);
-        // The slot is reused with a new generation.
-        let b = s.alloc(0, Queue::Recv, &[]).unwrap();
+        // The slot is reused with a new epoch, and the old ticket no longer
+        // matches it.
+        let b = s.alloc(0, Queue::Recv, &[], false);
         assert_eq!(b.0, a.0);
         assert_ne!(b.1, a.1);
         assert!(s.state(a.0, a.1).is_none());
+        assert!(matches!(
+            s.take(a.0, a.1, &mut Default::default()),
+            Look::Gone
+        ));
+    }
+
+    #[test]
+    fn taking_a_completion_releases_the_slot_once() {
+        let mut s = Slots::new(&[2], &[2]);
+        let a = s.alloc(0, Queue::Recv, &[RawBuf::default(); 2], false);
+        let mut bufs = Default::default();
+        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Pending));
+        s.route(&Completion {
+            wr_id: wr_id(a.0, a.1),
+            byte_len: 3,
+            ..Default::default()
+        });
+        match s.take(a.0, a.1, &mut bufs) {
+            Look::Done(t) => assert_eq!((t.completion.byte_len, t.nbufs), (3, 2)),
+            _ => panic!("the completion was routed"),
+        }
+        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Gone));
+        assert_eq!(s.pending(), 0);
     }
 }

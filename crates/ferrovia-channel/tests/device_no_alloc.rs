@@ -2,90 +2,56 @@
 //! allocator wrapper around the system one.
 
 mod common;
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+mod support;
 
 use common::{WAIT, buf, pair, remote_rw};
 use ferrovia_channel::{
     Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError, WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; it only
-// counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Relaxed) {
-            ALLOCATIONS.fetch_add(1, Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Relaxed) {
-            ALLOCATIONS.fetch_add(1, Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use support::{CountingAlloc, count_allocations};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn posting_and_polling_allocate_nothing_in_steady_state() {
-    // The counter itself works: one allocation is seen.
-    COUNTING.store(true, Relaxed);
-    std::hint::black_box(vec![1u8; 3]);
-    COUNTING.store(false, Relaxed);
-    assert_eq!(ALLOCATIONS.swap(0, Relaxed), 1);
-
+    // The counter itself works.
+    let ((), n) = count_allocations(|| drop(std::hint::black_box(vec![1u8; 3])));
+    assert_eq!(n, 1);
     let (mut a, mut b) = pair();
     let src = buf(&a, &[5; 256], RegisterOptions::local());
     let mut inbox = buf(&b, &[0; 256], RegisterOptions::local());
     let target = buf(&b, &[0; 256], remote_rw());
     let remote = target.registration().remote().unwrap();
     const ROUNDS: usize = 500;
+    const WARM_UP: usize = 10;
     let mut allocated = 0;
     b.scope(|rx| {
         let (bytes, reg) = inbox.split_mut();
         let mut chunks = bytes.chunks_mut(1);
         a.scope(|tx| {
             let g = [Gather::of(&src)?];
-            for round in 0..ROUNDS {
-                // Count only after a warm-up round has grown any lazily
-                // sized state.
-                if round == 10 {
-                    ALLOCATIONS.store(0, Relaxed);
-                    COUNTING.store(true, Relaxed);
-                }
+            let list = [WriteWorkRequest::new(&g, remote)?; 8];
+            let mut round = |n: usize| -> Result<(), TransportError> {
                 let chunk = chunks.next();
                 let send = tx.post_write(WriteWorkRequest::new(&g, remote)?)?;
                 send.wait(WAIT)?;
-                if let Some(c) = chunk.filter(|_| round % 2 == 0) {
+                tx.post_write_list(&list)?.wait(WAIT)?;
+                if let Some(c) = chunk.filter(|_| n.is_multiple_of(2)) {
                     let r = rx.post_receive(ReceiveWorkRequest::new(Scatter::new(reg, c)?))?;
                     let g1 = [Gather::range(&src, 0..1)?];
                     tx.post_send(SendWorkRequest::new(&g1)?)?.spin_poll()?;
                     assert_eq!(r.wait(WAIT)?.byte_len(), 1);
                 }
-            }
-            COUNTING.store(false, Relaxed);
-            allocated = ALLOCATIONS.load(Relaxed);
-            Ok::<_, TransportError>(())
+                Ok(())
+            };
+            // Warm up: any lazily sized state grows now.
+            (0..WARM_UP).try_for_each(&mut round)?;
+            let (r, n) = count_allocations(|| (WARM_UP..ROUNDS).try_for_each(&mut round));
+            allocated = n;
+            r
         })
         .map_err(|e| TransportError::Config(e.to_string()))
     })
@@ -94,7 +60,7 @@ fn posting_and_polling_allocate_nothing_in_steady_state() {
         allocated,
         0,
         "{allocated} allocations in {} steady-state rounds",
-        ROUNDS - 10
+        ROUNDS - WARM_UP
     );
     assert_eq!(target.to_vec(), [5; 256]);
 }

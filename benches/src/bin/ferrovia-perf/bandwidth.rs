@@ -155,11 +155,7 @@ fn write(
     let (ops, peak) = node.scope(|s| {
         let g = [Gather::of(&src)?];
         let wrs = vec![WriteWorkRequest::new(&g, remote)?; args.post_list];
-        pipeline(size, args, || {
-            let mut hs = s.post_write_list(0, &wrs)?;
-            hs.pop()
-                .ok_or(TransportError::Config("an empty list".into()))
-        })
+        pipeline(size, args, || s.post_write_list(0, &wrs))
     })?;
     Ok((ops, peak, start))
 }
@@ -172,12 +168,7 @@ fn send(node: &mut Node, size: usize, args: &Args) -> Result<(usize, f64, Instan
         s.barrier(&[0, 1], WAIT)?;
         let g = [Gather::of(&src)?];
         let wrs = vec![SendWorkRequest::new(&g)?; args.post_list];
-        pipeline(size, args, || {
-            let mut hs = s.post_send_list(0, &wrs)?;
-            hs.pop()
-                .ok_or(TransportError::Config("an empty list".into()))
-        })
-        .map_err(NodeError::from)
+        pipeline(size, args, || s.post_send_list(0, &wrs)).map_err(NodeError::from)
     })?;
     Ok((ops, peak, start))
 }

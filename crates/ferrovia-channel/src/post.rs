@@ -1,0 +1,277 @@
+//! Posting: reserve queue room and slots, build the transport's ops, hand
+//! them over. Nothing here allocates.
+
+use std::time::Instant;
+
+use ferrovia_types::Sge;
+
+use crate::core::{ChannelCore, EngineState, Ticket};
+use crate::element::Gather;
+use crate::error::{TransportError, TransportResult};
+use crate::op::{OpKind, RecvOp, SendOp};
+use crate::request::{MAX_ELEMENTS, Scatters, SendWorkRequest, WriteWorkRequest};
+use crate::slots::{Queue, RawBuf, wr_id};
+
+/// Requests one doorbell carries at most.
+const CHUNK: usize = 16;
+
+/// What a send-queue request does, before it has a wr_id.
+pub(crate) struct SendSpec<'a, 'env> {
+    pub(crate) kind: OpKind,
+    pub(crate) gather: &'a [Gather<'env>],
+    pub(crate) remote: Option<(u64, u32)>,
+    pub(crate) imm: Option<u32>,
+}
+
+/// A request that posts to the send queue: sends and writes, in lists.
+pub(crate) trait AsSpec<'env> {
+    fn spec(&self) -> SendSpec<'_, 'env>;
+}
+
+impl<'env> AsSpec<'env> for SendWorkRequest<'_, 'env> {
+    fn spec(&self) -> SendSpec<'_, 'env> {
+        SendSpec {
+            kind: OpKind::Send,
+            gather: self.gather,
+            remote: None,
+            imm: self.imm,
+        }
+    }
+}
+
+impl<'env> AsSpec<'env> for WriteWorkRequest<'_, 'env> {
+    fn spec(&self) -> SendSpec<'_, 'env> {
+        SendSpec {
+            kind: OpKind::Write,
+            gather: self.gather,
+            remote: Some((self.remote.addr(), self.remote.rkey())),
+            imm: self.imm,
+        }
+    }
+}
+
+const EMPTY_OP: SendOp = SendOp {
+    wr_id: 0,
+    kind: OpKind::Send,
+    sges: [Sge::new(0, 0, 0); MAX_ELEMENTS],
+    num_sge: 0,
+    remote_addr: 0,
+    rkey: 0,
+    imm: None,
+    signaled: true,
+    inline: false,
+};
+
+impl EngineState {
+    /// Whether `peer`'s `queue` has room for `n` more requests and `n`
+    /// slots are free.
+    fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
+        let used = match queue {
+            Queue::Send => self.slots.outstanding_send[peer],
+            Queue::Recv => self.slots.outstanding_recv[peer],
+        };
+        used + n <= depth && self.slots.free_count() >= n as usize
+    }
+}
+
+impl ChannelCore {
+    /// Waits (routing completions) until `peer`'s queue has room for `n`
+    /// more requests and `n` slots are free, so allocating them cannot
+    /// fail half-way. Checks the peer first.
+    fn reserve(&self, peer: usize, queue: Queue, n: u32) -> TransportResult<()> {
+        let depth = match queue {
+            Queue::Send => self.send_depth.get(peer),
+            Queue::Recv => self.recv_depth.get(peer),
+        };
+        let Some(&depth) = depth else {
+            return Err(TransportError::NoSuchPeer {
+                peer,
+                count: self.peers(),
+            });
+        };
+        {
+            let st = self.state();
+            self.check_peer(&st, peer)?;
+            if st.room(peer, queue, n, depth) {
+                return Ok(());
+            }
+        }
+        let start = Instant::now();
+        loop {
+            let left = self.cfg.op_timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(TransportError::QueueFull {
+                    queue: if queue == Queue::Send {
+                        "send"
+                    } else {
+                        "receive"
+                    },
+                    peer,
+                    depth,
+                    after: start.elapsed(),
+                });
+            }
+            self.wait_progress(left)?;
+            let st = self.state();
+            self.check_peer(&st, peer)?;
+            if st.room(peer, queue, n, depth) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Posts one send-queue request (signalled).
+    pub(crate) fn post_send(
+        &self,
+        peer: usize,
+        spec: &SendSpec<'_, '_>,
+        bufs: &[RawBuf],
+        scatter: &[Sge],
+    ) -> TransportResult<Ticket> {
+        self.reserve(peer, Queue::Send, 1)?;
+        let mut st = self.state();
+        let (index, epoch) = st.slots.alloc(peer, Queue::Send, bufs, false);
+        let op = self.build_op(peer, wr_id(index, epoch), spec, scatter, true);
+        // SAFETY: every SGE comes from a `Gather<'env>` (a shared borrow
+        // of Local memory, which nothing can write while it lasts, or of
+        // Shared memory, changed only atomically) or a `Scatter<'env>`
+        // moved into the request (an exclusive borrow nobody else holds).
+        // Those borrows last until the scope over this core ends; the
+        // scope posts only to this core (fixed when it opened), no other
+        // scope over it can open meanwhile (`open_scope`), and before it
+        // returns it drains the core: every op is reported complete or
+        // flushed, so the memory outlives the op as the contract asks.
+        if let Err(e) = unsafe { self.transport.post_send(peer, std::slice::from_ref(&op)) } {
+            st.slots.unpost(index);
+            return Err(e);
+        }
+        Ok(Ticket { index, epoch })
+    }
+
+    /// Posts sends or writes to one peer as a list: one doorbell per chunk
+    /// of up to 16; only the last request of each chunk is signalled (plus
+    /// one every half queue, so the send queue never fills with
+    /// unsignalled work). Returns the last request's ticket: it completes
+    /// once every request of the list has. The others have no handle and
+    /// free their slots as they complete.
+    ///
+    /// Room for a whole chunk is reserved before any of its slots is
+    /// taken, so a chunk is posted entirely or not at all. On an error,
+    /// the chunks already posted stay posted (the scope still drains them)
+    /// and nothing else is left behind.
+    pub(crate) fn post_send_list<'env, W: AsSpec<'env>>(
+        &self,
+        peer: usize,
+        wrs: &[W],
+    ) -> TransportResult<Ticket> {
+        if wrs.is_empty() {
+            return Err(TransportError::EmptyList);
+        }
+        let depth = self.send_depth.get(peer).copied().unwrap_or(1).max(1);
+        let signal_every = (depth / 2).max(1) as usize;
+        let chunk_len = CHUNK.min(depth as usize);
+        let mut ops = [EMPTY_OP; CHUNK];
+        let mut tail = Ticket { index: 0, epoch: 0 };
+        let mut n = 0;
+        for chunk in wrs.chunks(chunk_len) {
+            self.reserve(peer, Queue::Send, chunk.len() as u32)?;
+            let mut st = self.state();
+            let last_chunk = n + chunk.len() == wrs.len();
+            for (i, wr) in chunk.iter().enumerate() {
+                let is_tail = last_chunk && i + 1 == chunk.len();
+                // Reserved above: a slot is free.
+                let (index, epoch) = st.slots.alloc(peer, Queue::Send, &[], !is_tail);
+                let signaled = i + 1 == chunk.len() || (n + 1) % signal_every == 0;
+                ops[i] = self.build_op(peer, wr_id(index, epoch), &wr.spec(), &[], signaled);
+                tail = Ticket { index, epoch };
+                n += 1;
+            }
+            // SAFETY: each op's SGEs come from the `Gather<'env>`s of its
+            // request, borrowed until the scope over this core ends, and the
+            // scope drains every op of this core before that; see
+            // `post_send` for the full argument, which holds per op.
+            if let Err(e) = unsafe { self.transport.post_send(peer, &ops[..chunk.len()]) } {
+                for op in &ops[..chunk.len()] {
+                    st.slots.unpost(op.wr_id as u32);
+                }
+                return Err(e);
+            }
+        }
+        Ok(tail)
+    }
+
+    fn build_op(
+        &self,
+        peer: usize,
+        wr_id: u64,
+        spec: &SendSpec<'_, '_>,
+        scatter: &[Sge],
+        signaled: bool,
+    ) -> SendOp {
+        let mut op = EMPTY_OP;
+        let mut total = 0u64;
+        if spec.kind == OpKind::Read {
+            op.sges[..scatter.len()].copy_from_slice(scatter);
+            op.num_sge = scatter.len();
+        } else {
+            for (s, g) in op.sges.iter_mut().zip(spec.gather) {
+                *s = g.sge;
+                total += u64::from(g.sge.length());
+            }
+            op.num_sge = spec.gather.len();
+        }
+        let (remote_addr, rkey) = spec.remote.unwrap_or((0, 0));
+        op.wr_id = wr_id;
+        op.kind = spec.kind;
+        op.remote_addr = remote_addr;
+        op.rkey = rkey;
+        op.imm = spec.imm;
+        op.signaled = signaled;
+        // Small payloads ride in the WQE: no DMA read of the buffer.
+        op.inline =
+            spec.kind != OpKind::Read && total > 0 && total <= u64::from(self.max_inline[peer]);
+        op
+    }
+
+    /// Posts a receive.
+    pub(crate) fn post_recv(&self, peer: usize, scatter: &Scatters<'_>) -> TransportResult<Ticket> {
+        self.reserve(peer, Queue::Recv, 1)?;
+        let (sges, bufs) = scatter_parts(scatter);
+        let n = scatter.len;
+        let mut st = self.state();
+        let (index, epoch) = st.slots.alloc(peer, Queue::Recv, &bufs[..n], false);
+        let op = RecvOp {
+            wr_id: wr_id(index, epoch),
+            sges,
+            num_sge: n,
+        };
+        // SAFETY: the SGEs come from `Scatter<'env>`s moved into the
+        // receive request: exclusive borrows nobody else can use until the
+        // slot hands them back after the completion (scope.rs `finish`), or
+        // until the scope ends, which drains every op of this core first
+        // (see `post_send`).
+        if let Err(e) = unsafe { self.transport.post_recv(peer, std::slice::from_ref(&op)) } {
+            st.slots.unpost(index);
+            return Err(e);
+        }
+        Ok(Ticket { index, epoch })
+    }
+}
+
+fn scatter_parts(s: &Scatters<'_>) -> ([Sge; MAX_ELEMENTS], [RawBuf; MAX_ELEMENTS]) {
+    let mut sges = [Sge::default(); MAX_ELEMENTS];
+    let mut bufs = [RawBuf::default(); MAX_ELEMENTS];
+    for (i, e) in s.items.iter().flatten().enumerate() {
+        sges[i] = e.sge;
+        bufs[i] = RawBuf {
+            ptr: e.ptr,
+            sge: e.sge,
+        };
+    }
+    (sges, bufs)
+}
+
+/// The SGEs and hand-back buffers of a read's scatter list.
+pub(crate) fn read_parts(s: &Scatters<'_>) -> ([Sge; MAX_ELEMENTS], [RawBuf; MAX_ELEMENTS]) {
+    scatter_parts(s)
+}
