@@ -1,11 +1,9 @@
 //! `Channel`: one reliable connection with scoped posting.
 
-use std::time::Duration;
-
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
-use ferrovia_verbs::{ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps};
+use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
-use crate::config::ChannelConfig;
+use crate::builder::ChannelBuilder;
 use crate::core::ChannelCore;
 use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
@@ -39,118 +37,6 @@ pub struct Channel {
     verbs: std::sync::Arc<crate::verbs_transport::VerbsTransport>,
 }
 
-/// Builds a [`Channel`] or a [`MultiChannel`](crate::MultiChannel).
-#[derive(Debug, Clone, Default)]
-pub struct ChannelBuilder {
-    pub(crate) cfg: ChannelConfig,
-    pub(crate) pd: Option<ProtectionDomain>,
-}
-
-impl ChannelBuilder {
-    /// The RDMA device to open (default: `FERROVIA_DEVICE`, else the first
-    /// with an active port).
-    pub fn device(mut self, name: impl Into<String>) -> Self {
-        self.cfg.device = Some(name.into());
-        self
-    }
-
-    /// The port (default: the first active one).
-    pub fn port(mut self, port: u8) -> Self {
-        self.cfg.port = Some(port);
-        self
-    }
-
-    /// Use this protection domain (and its device) instead of opening one.
-    pub fn pd(mut self, pd: &ProtectionDomain) -> Self {
-        self.pd = Some(pd.clone());
-        self
-    }
-
-    /// Queue sizes per peer.
-    pub fn caps(mut self, caps: QpCaps) -> Self {
-        self.cfg.caps = caps;
-        self
-    }
-
-    /// Send-queue depth per peer (default 256).
-    pub fn send_depth(mut self, depth: u32) -> Self {
-        self.cfg.caps.max_send_wr = depth;
-        self
-    }
-
-    /// Receive-queue depth per peer (default 256).
-    pub fn recv_depth(mut self, depth: u32) -> Self {
-        self.cfg.caps.max_recv_wr = depth;
-        self
-    }
-
-    /// Largest payload sent inline (default 64 bytes).
-    pub fn max_inline(mut self, bytes: u32) -> Self {
-        self.cfg.caps.max_inline_data = bytes;
-        self
-    }
-
-    /// Transport parameters: MTU, retries, RNR and ACK timeouts.
-    pub fn connect_options(mut self, opts: ConnectOptions) -> Self {
-        self.cfg.connect = opts;
-        self
-    }
-
-    /// How long a scope's end waits before flushing (default 10 s).
-    pub fn drain_deadline(mut self, d: Duration) -> Self {
-        self.cfg.drain_deadline = d;
-        self
-    }
-
-    /// How long blocking calls wait (default 30 s).
-    pub fn op_timeout(mut self, d: Duration) -> Self {
-        self.cfg.op_timeout = d;
-        self
-    }
-
-    /// The configuration built so far.
-    pub fn config(&self) -> &ChannelConfig {
-        &self.cfg
-    }
-
-    pub(crate) fn open_pd(&self) -> TransportResult<ProtectionDomain> {
-        if let Some(pd) = &self.pd {
-            return Ok(pd.clone());
-        }
-        let ctx = match &self.cfg.device {
-            Some(name) => Context::open(name)?,
-            None => Context::open_default()?,
-        };
-        Ok(ProtectionDomain::new(&ctx)?)
-    }
-
-    pub(crate) fn validate(&self) -> TransportResult<()> {
-        let c = &self.cfg.caps;
-        if c.max_send_wr == 0 || c.max_recv_wr == 0 {
-            return Err(TransportError::Config(
-                "queue depths must be at least 1".into(),
-            ));
-        }
-        if c.max_send_sge == 0 || c.max_recv_sge == 0 {
-            return Err(TransportError::Config(
-                "SGE counts must be at least 1".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Creates the channel's queue pair; connect it with
-    /// [`Channel::connect`].
-    pub fn build(self) -> TransportResult<Channel> {
-        let multi = self.build_multi(1)?;
-        let verbs = multi
-            .verbs()
-            .cloned()
-            .ok_or_else(|| TransportError::Config("a channel is built on verbs".into()))?;
-        Ok(Channel { multi, verbs })
-    }
-}
-
 impl ScopeTarget for Channel {
     fn core(&self) -> &ChannelCore {
         self.multi.core()
@@ -158,6 +44,13 @@ impl ScopeTarget for Channel {
 }
 
 impl Channel {
+    pub(crate) fn from_parts(
+        multi: MultiChannel,
+        verbs: std::sync::Arc<crate::verbs_transport::VerbsTransport>,
+    ) -> Channel {
+        Channel { multi, verbs }
+    }
+
     /// A builder with defaults suited to most fabrics.
     pub fn builder() -> ChannelBuilder {
         ChannelBuilder::default()

@@ -2,20 +2,26 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "verbs")]
 use ferrovia_verbs::{ConnectOptions, QpCaps};
 
-/// How a channel is built and how long it waits.
+/// How a channel is built and how long it waits. The device, queue and
+/// connection settings exist with the `verbs` feature.
 #[derive(Debug, Clone)]
 pub struct ChannelConfig {
     /// Device name; `None` takes `FERROVIA_DEVICE` or the first device
     /// with an active port.
+    #[cfg(feature = "verbs")]
     pub device: Option<String>,
     /// Port; `None` takes the first active one.
+    #[cfg(feature = "verbs")]
     pub port: Option<u8>,
     /// Queue sizes per peer (default 256 sends, 256 receives, 4 SGEs, 64
     /// inline bytes).
+    #[cfg(feature = "verbs")]
     pub caps: QpCaps,
     /// Transport parameters of the connections.
+    #[cfg(feature = "verbs")]
     pub connect: ConnectOptions,
     /// How long a scope waits for outstanding work at its end before it
     /// flushes it (default 10 s).
@@ -27,9 +33,13 @@ pub struct ChannelConfig {
 impl Default for ChannelConfig {
     fn default() -> Self {
         ChannelConfig {
+            #[cfg(feature = "verbs")]
             device: None,
+            #[cfg(feature = "verbs")]
             port: None,
+            #[cfg(feature = "verbs")]
             caps: QpCaps::default(),
+            #[cfg(feature = "verbs")]
             connect: ConnectOptions::default(),
             drain_deadline: Duration::from_secs(10),
             op_timeout: Duration::from_secs(30),

@@ -135,6 +135,7 @@ impl ChannelCore {
     }
 
     /// Marks a peer usable again after it was reconnected.
+    #[cfg(feature = "verbs")]
     pub(crate) fn mark_connected(&self, peer: usize) {
         if let Some(b) = self.state().broken.get_mut(peer) {
             *b = false;

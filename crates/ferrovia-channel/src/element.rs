@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::ptr::NonNull;
 
 use ferrovia_mr::{Access, Local, MemoryRegionView, MrError, RegisteredMemory, Registration};
-use ferrovia_verbs::{AccessFlags, Sge};
+use ferrovia_types::{AccessFlags, Sge};
 
 use crate::error::{TransportError, TransportResult};
 

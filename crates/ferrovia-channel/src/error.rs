@@ -1,7 +1,7 @@
 //! The channel layer's errors.
 
 use ferrovia_mr::MrError;
-use ferrovia_verbs::{CompletionError, VerbsError};
+use ferrovia_types::CompletionError;
 
 /// Result alias of the channel layer.
 pub type TransportResult<T> = Result<T, TransportError>;
@@ -11,8 +11,9 @@ pub type TransportResult<T> = Result<T, TransportError>;
 #[non_exhaustive]
 pub enum TransportError {
     /// The verbs layer failed (a verb and its errno).
+    #[cfg(feature = "verbs")]
     #[error(transparent)]
-    Verbs(#[from] VerbsError),
+    Verbs(#[from] ferrovia_verbs::VerbsError),
     /// A registration or view was refused.
     #[error(transparent)]
     Memory(#[from] MrError),

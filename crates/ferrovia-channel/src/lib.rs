@@ -24,30 +24,38 @@
 //! - [`Transport`]: the seam the core drives (verbs RC queue pairs here,
 //!   UCX in `ferrovia-ucx`).
 //!
-//! ```no_run
-//! use std::time::Duration;
-//! use ferrovia_channel::{Channel, Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError};
-//! use ferrovia_mr::RegisterOptions;
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut a = Channel::builder().build()?;
-//! let mut b = Channel::builder().build()?;
-//! let (ea, eb) = (a.endpoint(), b.endpoint());
-//! a.connect(&eb)?;
-//! b.connect(&ea)?;
-//! let msg = a.registry().register_buffer(b"ping".to_vec(), RegisterOptions::local())?;
-//! let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
-//! b.scope(|rx| {
-//!     let recv = rx.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
-//!     a.send(&[Gather::of(&msg)?])?;
-//!     let got = recv.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
-//!     assert_eq!(got, b"ping");
-//!     Ok::<_, TransportError>(())
-//! })?;
-//! # Ok(())
-//! # }
-//! ```
 
+#![cfg_attr(
+    feature = "verbs",
+    doc = r#"
+```no_run
+use std::time::Duration;
+use ferrovia_channel::{Channel, Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError};
+use ferrovia_mr::RegisterOptions;
+
+# fn main() -> Result<(), Box<dyn std::error::Error>> {
+let mut a = Channel::builder().build()?;
+let mut b = Channel::builder().build()?;
+let (ea, eb) = (a.endpoint(), b.endpoint());
+a.connect(&eb)?;
+b.connect(&ea)?;
+let msg = a.registry().register_buffer(b"ping".to_vec(), RegisterOptions::local())?;
+let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
+b.scope(|rx| {
+    let recv = rx.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
+    a.send(&[Gather::of(&msg)?])?;
+    let got = recv.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
+    assert_eq!(got, b"ping");
+    Ok::<_, TransportError>(())
+})?;
+# Ok(())
+# }
+```
+"#
+)]
+
+mod builder;
+#[cfg(feature = "verbs")]
 mod channel;
 mod config;
 mod core;
@@ -62,9 +70,12 @@ mod request;
 mod scope;
 mod slots;
 mod transport;
+#[cfg(feature = "verbs")]
 mod verbs_transport;
 
-pub use channel::{Channel, ChannelBuilder};
+pub use builder::ChannelBuilder;
+#[cfg(feature = "verbs")]
+pub use channel::Channel;
 pub use config::ChannelConfig;
 pub use core::ChannelCore;
 pub use element::{Gather, Scatter};
@@ -77,4 +88,5 @@ pub use request::{
 };
 pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, WorkDone, run_scope};
 pub use transport::Transport;
+#[cfg(feature = "verbs")]
 pub use verbs_transport::VerbsTransport;

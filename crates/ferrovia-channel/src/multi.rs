@@ -3,18 +3,22 @@
 use std::sync::Arc;
 
 use ferrovia_mr::MrRegistry;
+#[cfg(feature = "verbs")]
 use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
-use crate::channel::ChannelBuilder;
+use crate::builder::ChannelBuilder;
 use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
-use crate::error::{ScopeError, TransportError, TransportResult};
+#[cfg(feature = "verbs")]
+use crate::error::TransportError;
+use crate::error::{ScopeError, TransportResult};
 use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
     SendWorkRequest,
 };
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
 use crate::transport::Transport;
+#[cfg(feature = "verbs")]
 use crate::verbs_transport::VerbsTransport;
 
 /// A [`ScopeTarget`] with several peers, addressed by index: gives its
@@ -28,10 +32,12 @@ pub trait MultiPeer: ScopeTarget {}
 pub struct MultiChannel {
     core: ChannelCore,
     /// Set when the connections are verbs queue pairs.
+    #[cfg(feature = "verbs")]
     verbs: Option<Arc<VerbsTransport>>,
     registry: MrRegistry,
 }
 
+#[cfg(feature = "verbs")]
 impl ChannelBuilder {
     /// Creates a [`MultiChannel`] with `peers` queue pairs; connect each
     /// with [`MultiChannel::connect`].
@@ -70,6 +76,7 @@ impl MultiChannel {
     ) -> MultiChannel {
         MultiChannel {
             core: ChannelCore::new(transport, cfg),
+            #[cfg(feature = "verbs")]
             verbs: None,
             registry,
         }
@@ -81,6 +88,7 @@ impl MultiChannel {
     }
 
     /// What peer `peer` needs to connect its side to us (verbs only).
+    #[cfg(feature = "verbs")]
     pub fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
         self.check(peer)?;
         Ok(self.verbs_transport()?.endpoint(peer))
@@ -88,6 +96,7 @@ impl MultiChannel {
 
     /// Connects the queue pair of `peer` to its endpoint (verbs only; other
     /// transports connect before [`MultiChannel::over`]).
+    #[cfg(feature = "verbs")]
     pub fn connect(&mut self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
         self.check(peer)?;
         self.verbs_transport()?.qps[peer].connect(remote, &self.core.cfg.connect)?;
@@ -95,6 +104,7 @@ impl MultiChannel {
         Ok(())
     }
 
+    #[cfg(feature = "verbs")]
     fn verbs_transport(&self) -> TransportResult<&VerbsTransport> {
         self.verbs.as_deref().ok_or_else(|| {
             TransportError::Config(
@@ -104,10 +114,12 @@ impl MultiChannel {
         })
     }
 
+    #[cfg(feature = "verbs")]
     pub(crate) fn verbs(&self) -> Option<&Arc<VerbsTransport>> {
         self.verbs.as_ref()
     }
 
+    #[cfg(feature = "verbs")]
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.num_channels();
         if peer >= count {
@@ -117,6 +129,7 @@ impl MultiChannel {
     }
 
     /// The shared protection domain, when the connections are verbs.
+    #[cfg(feature = "verbs")]
     pub fn pd(&self) -> Option<&ProtectionDomain> {
         self.verbs.as_ref().map(|v| &v.pd)
     }
@@ -266,6 +279,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     }
 }
 
+#[cfg(feature = "verbs")]
 impl<'scope, 'env> PollingScope<'scope, 'env, MultiChannel> {
     /// The shared protection domain, when the connections are verbs.
     pub fn pd(&self) -> Option<&ProtectionDomain> {

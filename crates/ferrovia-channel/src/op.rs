@@ -1,7 +1,7 @@
 //! What the core hands a transport: plain, `Copy` operations and
 //! completions, independent of verbs or UCX types.
 
-use ferrovia_verbs::{Sge, WcStatus};
+use ferrovia_types::{Sge, WcStatus};
 
 use crate::request::MAX_ELEMENTS;
 

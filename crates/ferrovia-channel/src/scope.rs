@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::time::Duration;
 
-use ferrovia_verbs::WcStatus;
+use ferrovia_types::WcStatus;
 
 use crate::core::{ChannelCore, Ticket};
 use crate::element::Scatter;

@@ -1,7 +1,5 @@
 //! The memory layer's error type.
 
-use ferrovia_verbs::VerbsError;
-
 /// Everything that can go wrong in `ferrovia-mr`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -111,8 +109,9 @@ pub enum MrError {
     #[error("remote-region wire form is malformed: {0}")]
     Malformed(String),
     /// The verbs layer failed (registration itself).
+    #[cfg(feature = "verbs")]
     #[error(transparent)]
-    Verbs(#[from] VerbsError),
+    Verbs(#[from] ferrovia_verbs::VerbsError),
     /// A non-verbs registrar (UCX) failed; its own typed error inside.
     #[error(transparent)]
     Registrar(Box<dyn std::error::Error + Send + Sync>),

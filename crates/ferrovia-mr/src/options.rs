@@ -2,7 +2,7 @@
 
 use std::marker::PhantomData;
 
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 use crate::access::{Access, Local, Shared};
 use crate::error::MrError;
@@ -120,7 +120,7 @@ impl<A: Access> RegisterOptions<A> {
     /// The RDMA address of a segment starting at `addr`, or the error if
     /// the kernel would refuse it.
     pub(crate) fn resolve_iova(&self, addr: usize) -> Result<Option<u64>, MrError> {
-        let page = ferrovia_verbs::page_size() as u64;
+        let page = ferrovia_types::page_size() as u64;
         let in_page = addr as u64 % page;
         match self.addressing {
             Addressing::Virtual => Ok(None),

@@ -10,7 +10,9 @@
 
 use std::ptr::NonNull;
 
-use ferrovia_verbs::{AccessFlags, MemoryRegion, ProtectionDomain};
+use ferrovia_types::AccessFlags;
+#[cfg(feature = "verbs")]
+use ferrovia_verbs::{MemoryRegion, ProtectionDomain};
 
 use crate::error::MrError;
 
@@ -116,6 +118,7 @@ pub unsafe trait Registrar: Send + Sync {
     ) -> Result<Box<dyn RegisteredKeys>, MrError>;
 }
 
+#[cfg(feature = "verbs")]
 // SAFETY: a verbs MR grants exactly the access it was registered with and
 // its keys never change; `ibv_dereg_mr` returns only once the device has
 // stopped using the region, after which peers' accesses with the rkey
@@ -132,6 +135,7 @@ unsafe impl RegisteredKeys for MemoryRegion {
     }
 }
 
+#[cfg(feature = "verbs")]
 // SAFETY: registers with exactly the asked-for access (the MR's access is
 // what `ibv_reg_mr` was given) and never allocates.
 unsafe impl Registrar for ProtectionDomain {

@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 use crate::error::{MrError, checked_end};
 use crate::registry::RegistryInner;

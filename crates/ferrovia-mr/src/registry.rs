@@ -3,10 +3,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use ferrovia_verbs::ProtectionDomain;
 use parking_lot::RwLock;
 
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 use crate::access::{Access, Local, Shared};
 use crate::buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice};
@@ -142,7 +141,8 @@ impl Table {
 
 impl MrRegistry {
     /// An empty registry for verbs registrations in `pd`.
-    pub fn new(pd: &ProtectionDomain) -> MrRegistry {
+    #[cfg(feature = "verbs")]
+    pub fn new(pd: &ferrovia_verbs::ProtectionDomain) -> MrRegistry {
         Self::with_registrar(pd.clone())
     }
 
@@ -204,7 +204,7 @@ impl MrRegistry {
             Some(a) => {
                 let a = a?;
                 if a.len() < words
-                    || !(a.ptr().as_ptr() as usize).is_multiple_of(ferrovia_verbs::page_size())
+                    || !(a.ptr().as_ptr() as usize).is_multiple_of(ferrovia_types::page_size())
                 {
                     return Err(MrError::Registrar(
                         format!(

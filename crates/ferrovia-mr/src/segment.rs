@@ -2,7 +2,7 @@
 
 use std::alloc::Layout;
 
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 use crate::error::MrError;
 
@@ -52,7 +52,7 @@ impl OwnedMemory {
         if len == 0 {
             return Err(MrError::ZeroLength { addr: 0 });
         }
-        let layout = Layout::from_size_align(len, ferrovia_verbs::page_size()).map_err(|_| {
+        let layout = Layout::from_size_align(len, ferrovia_types::page_size()).map_err(|_| {
             MrError::Overflow {
                 addr: 0,
                 len: len as u64,

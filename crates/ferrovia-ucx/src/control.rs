@@ -13,7 +13,7 @@
 //! ```
 //! (little-endian)
 
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 use crate::keys::KeyInfo;
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam::queue::SegQueue;
 use ferrovia_channel::{Completion, MAX_ELEMENTS, OpKind, RecvOp, SendOp};
-use ferrovia_verbs::{AccessFlags, Sge};
+use ferrovia_types::{AccessFlags, Sge};
 use parking_lot::{Condvar, Mutex};
 
 use crate::context::{ContextHandle, UcxContext};

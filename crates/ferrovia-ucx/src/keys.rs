@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 use parking_lot::Mutex;
 
 use crate::context::{ContextHandle, UcxContext};
@@ -370,7 +370,7 @@ impl UcxRegistrar {
             ffi::ucp_mem_query(memh, &mut attr)
         })?;
         let ptr = attr.address.cast::<u8>();
-        let page = ferrovia_verbs::page_size();
+        let page = ferrovia_types::page_size();
         let unusable = || UcxError::UnusableAllocation {
             asked: len,
             got: attr.length,

@@ -201,7 +201,7 @@ pub(crate) fn seq_le(a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrovia_verbs::Sge;
+    use ferrovia_types::Sge;
 
     fn op(kind: OpKind, wr_id: u64, imm: Option<u32>, signaled: bool) -> SendOp {
         SendOp {

@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use ferrovia_verbs::WcStatus;
+use ferrovia_types::WcStatus;
 
 use crate::ffi;
 

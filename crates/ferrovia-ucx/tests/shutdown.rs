@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use ferrovia_channel::Transport;
 use ferrovia_mr::RegisterOptions;
+use ferrovia_types::WcClass;
 use ferrovia_ucx::UcxTransport;
-use ferrovia_verbs::WcClass;
 
 /// Rank 0 fetched rank 1's key, then shut its transport down: rank 1's
 /// drop does not wait for it (shared memory cannot tell a peer is gone;

@@ -13,8 +13,8 @@ use ferrovia_channel::{
     SendWorkRequest, TransportError, WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RegisteredBuffer};
+use ferrovia_types::WcClass;
 use ferrovia_ucx::UcxTransport;
-use ferrovia_verbs::WcClass;
 
 #[test]
 fn send_receive_with_gather_scatter_and_immediates_in_order() {

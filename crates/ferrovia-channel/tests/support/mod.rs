@@ -14,7 +14,7 @@ use ferrovia_channel::{
     TransportError, TransportResult,
 };
 use ferrovia_mr::{MrError, MrRegistry, RegisteredKeys, Registrar};
-use ferrovia_verbs::{AccessFlags, WcStatus};
+use ferrovia_types::{AccessFlags, WcStatus};
 use parking_lot::Mutex;
 
 /// When the double completes what is posted.

@@ -12,8 +12,8 @@ use ferrovia_channel::{
 use ferrovia_mr::{
     Access, MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, Shared,
 };
+use ferrovia_types::WcClass;
 use ferrovia_ucx::{UcxContext, UcxTransport, UcxTransportBuilder};
-use ferrovia_verbs::WcClass;
 
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
