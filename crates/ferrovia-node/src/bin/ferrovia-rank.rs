@@ -8,6 +8,7 @@
 //! ferrovia-rank exchange [ITERS]              every operation with every rank, verified
 //! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
 //! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
+//! ferrovia-rank barrier-after-failure [TIMEOUT_MS]   three ranks: issue 12's stale signal
 //! ```
 //! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
 //! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous;
@@ -15,7 +16,7 @@
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrovia_channel::{
     Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
@@ -270,6 +271,54 @@ fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), 
     Ok(())
 }
 
+/// Microseconds since the Unix epoch: comparable between the ranks of one
+/// machine (the test orders events of different processes by it).
+fn wall_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros()
+}
+
+/// Issue 12's case, three ranks. Rank 2 leaves at once. Rank 1 learns it is
+/// gone (a barrier with it alone times out), so it fails `[0, 1, 2]` at
+/// once, while rank 0 waits out `timeout` there. Then both meet in
+/// `[0, 1]`: rank 1 must not leave it before rank 0 entered it. Each rank
+/// prints when it enters and leaves `[0, 1]` (`wall_us`), and what the
+/// failed barriers said.
+fn barrier_after_failure(node: &mut Node, timeout: Duration) -> Result<(), NodeError> {
+    let me = node.rank();
+    if node.world_size() != 3 {
+        return Err(NodeError::Transport(
+            ferrovia_channel::TransportError::Config("barrier-after-failure needs 3 ranks".into()),
+        ));
+    }
+    if me == 2 {
+        println!("rank 2: leaving");
+        return Ok(());
+    }
+    if me == 1 {
+        let e = node.barrier(&[1, 2], Duration::from_millis(300));
+        println!("rank 1: [1, 2] -> {e:?}");
+    }
+    let t = Instant::now();
+    match node.barrier(&[0, 1, 2], timeout) {
+        Ok(()) => {
+            return Err(NodeError::Transport(
+                ferrovia_channel::TransportError::Config("[0, 1, 2] passed without rank 2".into()),
+            ));
+        }
+        Err(e) => println!(
+            "rank {me}: [0, 1, 2] failed in {} ms: {e}",
+            t.elapsed().as_millis()
+        ),
+    }
+    println!("rank {me}: enter [0, 1] at {}", wall_us());
+    node.barrier(&[0, 1], WAIT)?;
+    println!("rank {me}: left [0, 1] at {}", wall_us());
+    Ok(())
+}
+
 fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
     let all: Vec<usize> = (0..node.world_size()).collect();
     let mut times = Vec::with_capacity(iters);
@@ -324,9 +373,12 @@ fn main() -> ExitCode {
             Duration::from_millis(arg(2, 3000) as u64),
         ),
         Some("barrier-bench") => barrier_bench(&mut node, arg(2, 200)),
+        Some("barrier-after-failure") => {
+            barrier_after_failure(&mut node, Duration::from_millis(arg(1, 3000) as u64))
+        }
         _ => {
             eprintln!(
-                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS]"
+                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS] | barrier-after-failure [TIMEOUT_MS]"
             );
             return ExitCode::from(1);
         }
