@@ -349,13 +349,20 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg =
         |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
-    let algorithm = match (
-        args.first().map(String::as_str),
-        args.get(1).map(String::as_str),
-    ) {
-        (Some("barrier-bench"), Some("centralized")) => BarrierAlgorithm::Centralized,
-        (Some("barrier-bench"), Some("tree")) => BarrierAlgorithm::BinaryTree,
-        _ => BarrierAlgorithm::Dissemination,
+    // barrier-bench names its algorithm; every other command takes it from
+    // FERROVIA_BARRIER.
+    let named = match args.first().map(String::as_str) {
+        Some("barrier-bench") => args.get(1).cloned(),
+        _ => std::env::var("FERROVIA_BARRIER").ok(),
+    };
+    let algorithm = match named.as_deref() {
+        None | Some("dissemination") => BarrierAlgorithm::Dissemination,
+        Some("centralized") => BarrierAlgorithm::Centralized,
+        Some("tree") => BarrierAlgorithm::BinaryTree,
+        Some(other) => {
+            eprintln!("ferrovia-rank: unknown barrier algorithm {other:?}");
+            return ExitCode::from(1);
+        }
     };
     let mut node = match build(algorithm) {
         Ok(n) => n,
