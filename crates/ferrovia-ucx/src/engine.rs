@@ -782,7 +782,7 @@ impl Engine {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        if p.failed.is_some() {
+        if p.failed.is_some() || p.ep.is_null() {
             return;
         }
         let ep = p.ep;
