@@ -123,6 +123,13 @@ impl ChannelCore {
         self.transport.flush(peer)
     }
 
+    /// Whether `peer`'s connection is known broken (a request to it failed,
+    /// or it was flushed): posting to it fails with
+    /// [`TransportError::Broken`]. False for a peer out of range.
+    pub fn is_broken(&self, peer: usize) -> bool {
+        self.broken.borrow().get(peer).copied().unwrap_or(false)
+    }
+
     /// Marks a peer usable again after it was reconnected.
     pub(crate) fn mark_connected(&self, peer: usize) {
         if let Some(b) = self.broken.borrow_mut().get_mut(peer) {
