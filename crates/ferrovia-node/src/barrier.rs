@@ -74,7 +74,13 @@ use crate::node::Node;
 
 mod engine;
 mod node_fabric;
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod scenarios;
 mod schedule;
+#[cfg(test)]
+mod sim;
 mod word;
 
 pub(crate) use engine::RankState;
