@@ -50,18 +50,23 @@
 //!
 //! # Failures
 //!
-//! A listed peer whose connection is known broken (a write to it failed,
-//! or an earlier barrier gave up on it) fails the barrier at once
-//! ([`BarrierError::Unreachable`]); such a pair stays broken. When a wait
-//! times out the rank asks every listed peer, by RDMA write into its query
-//! slot, for its pair count with the asker; ranks spinning in any barrier
-//! answer. A peer arrived if its answer is at least the asker's own pair
-//! count with it. The others are named ([`BarrierError::Timeout`], with
-//! the time actually taken: the timeout and the 0.5 s query window);
-//! those that did not answer at all (dead, unreachable, or busy outside
-//! any barrier) have their connections flushed, so nothing is left
-//! waiting on them. If every peer arrived, the rank whose signal never
-//! came is named ([`BarrierError::Incomplete`]).
+//! A listed peer whose connection is already known broken when the
+//! barrier begins (a write to it failed, or an earlier barrier gave up on
+//! it) fails the barrier at once ([`BarrierError::Unreachable`]); such a
+//! pair stays broken. When a wait times out, or a listed peer's
+//! connection breaks during the barrier, the rank asks every listed peer,
+//! by RDMA write into its query slot, for its pair count with the asker;
+//! ranks spinning in any barrier answer (an answer carries the query's
+//! number, so a late answer to an older query is not taken). A peer
+//! arrived if its answer is at least the asker's own pair count with it.
+//! The others are named ([`BarrierError::Timeout`], with the time actually
+//! taken, the 0.5 s query window included); those that did not answer at
+//! all (dead, unreachable, or busy outside any barrier) have their
+//! connections flushed, so nothing is left waiting on them. Ranks that
+//! answered are not flushed: their pair stays usable. If every peer
+//! arrived, the rank whose signal never came is named
+//! ([`BarrierError::Incomplete`]). A barrier returns within its timeout
+//! and the query window.
 
 use std::task::Poll;
 use std::thread;

@@ -107,23 +107,24 @@ pub enum BarrierError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// Not every rank arrived before the timeout. Reported after the
-    /// timeout and the query window (0.5 s): `after` is the time the
-    /// barrier actually took.
-    #[error("barrier timed out after {after:?}: rank(s) {missing:?} did not arrive")]
+    /// Not every rank arrived: found by the query that follows the timeout,
+    /// or a listed rank's connection breaking during the barrier. `after`
+    /// is the time the barrier actually took, query window (0.5 s)
+    /// included.
+    #[error("barrier failed after {after:?}: rank(s) {missing:?} did not arrive")]
     Timeout {
-        /// Ranks that did not arrive: they did not answer the query that
-        /// followed the timeout (dead, unreachable, or not in a barrier),
-        /// or answered that they had not entered this barrier.
+        /// Ranks that did not arrive: they did not answer the query (dead,
+        /// unreachable, or not in a barrier), or answered that they had not
+        /// entered this barrier.
         missing: Vec<usize>,
         /// How long the barrier took.
         after: Duration,
     },
-    /// The connection to listed ranks is known broken (a write to them
-    /// failed, or an earlier barrier gave up on them): the barrier fails
-    /// at once.
+    /// The connection to listed ranks was already broken when the barrier
+    /// began (a write to them failed, or an earlier barrier gave up on
+    /// them): the barrier fails at once.
     #[error(
-        "barrier failed after {after:?}: rank(s) {missing:?} did not arrive (connection broken)"
+        "barrier failed after {after:?}: rank(s) {missing:?} did not arrive (connection already broken)"
     )]
     Unreachable {
         /// The ranks whose connection is broken.

@@ -97,13 +97,14 @@ impl RankState {
 /// What a running barrier waits for.
 #[derive(Debug, Clone, Copy)]
 enum Phase {
-    /// Entered: check no listed peer is known unreachable.
+    /// Entered: check no listed peer was known unreachable before.
     Check,
     /// At step `i` of the schedule.
     Steps(usize),
     /// Every step done: waiting for this barrier's writes to complete.
     Landing,
-    /// Timed out waiting on `waited_on`: query `id` is out until `until`.
+    /// Gave up waiting on `waited_on` (timeout, or a listed peer's
+    /// connection broke): query `id` is out until `until`.
     Querying {
         id: u64,
         until: Duration,
@@ -184,12 +185,8 @@ impl<'p> Run<'p> {
                         let k = st.pair_count(p);
                         match f.signal(p, word::slot(k), word::signal(k, self.fp)) {
                             Ok(()) => self.phase = Phase::Steps(i + 1),
-                            Err(TransportError::Broken { .. }) => {
-                                return Poll::Ready(Err(BarrierError::Unreachable {
-                                    missing: vec![p],
-                                    after: self.after(f),
-                                }));
-                            }
+                            // Broke since the barrier began.
+                            Err(TransportError::Broken { .. }) => return self.ask(st, f, p),
                             Err(e) => return Poll::Ready(Err(e.into())),
                         }
                     }
@@ -218,12 +215,7 @@ impl<'p> Run<'p> {
                 Phase::Landing => match f.landed() {
                     Landed::All => return Poll::Ready(Ok(())),
                     Landed::Waiting(to) => return self.pending(st, f, slow, to),
-                    Landed::Failed(to) => {
-                        return Poll::Ready(Err(BarrierError::Unreachable {
-                            missing: vec![to],
-                            after: self.after(f),
-                        }));
-                    }
+                    Landed::Failed(to) => return self.ask(st, f, to),
                 },
                 Phase::Querying {
                     id,
@@ -243,7 +235,8 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// Not there yet, waiting on `waited_on`.
+    /// Not there yet, waiting on `waited_on`: past the deadline, or once a
+    /// listed peer's connection breaks, ask who arrived.
     fn pending(
         &mut self,
         st: &mut RankState,
@@ -251,33 +244,44 @@ impl<'p> Run<'p> {
         slow: bool,
         waited_on: usize,
     ) -> Poll<Result<(), BarrierError>> {
-        let now = f.now();
-        if now >= self.deadline {
-            st.query = word::next_query(st.query);
-            let id = st.query;
-            for p in self.others(st.me) {
-                f.send_query(p, id);
-            }
-            self.phase = Phase::Querying {
-                id,
-                until: now.saturating_add(self.query_wait),
-                waited_on,
-            };
-            return Poll::Pending;
+        if f.now() >= self.deadline {
+            return self.ask(st, f, waited_on);
         }
         if slow {
             st.answer_queries(f);
             if let Err(e) = f.progress() {
                 return Poll::Ready(Err(e.into()));
             }
-            if let Some(e) = self.unreachable(st, f) {
-                return Poll::Ready(Err(e));
+            if self.others(st.me).any(|p| f.is_broken(p)) {
+                return self.ask(st, f, waited_on);
             }
         }
         Poll::Pending
     }
 
-    /// The listed peers whose connection is known broken, as an error.
+    /// Sends a query to every listed peer; the verdict comes after the
+    /// query window.
+    fn ask(
+        &mut self,
+        st: &mut RankState,
+        f: &mut impl Fabric,
+        waited_on: usize,
+    ) -> Poll<Result<(), BarrierError>> {
+        st.query = word::next_query(st.query);
+        let id = st.query;
+        for p in self.others(st.me) {
+            f.send_query(p, id);
+        }
+        self.phase = Phase::Querying {
+            id,
+            until: f.now().saturating_add(self.query_wait),
+            waited_on,
+        };
+        Poll::Pending
+    }
+
+    /// The listed peers whose connection is known broken on entry, as an
+    /// error.
     fn unreachable(&self, st: &RankState, f: &impl Fabric) -> Option<BarrierError> {
         let missing: Vec<usize> = self.others(st.me).filter(|&p| f.is_broken(p)).collect();
         (!missing.is_empty()).then(|| BarrierError::Unreachable {
