@@ -280,9 +280,10 @@ fn wall_us() -> u128 {
         .as_micros()
 }
 
-/// Issue 12's case, three ranks. Rank 2 leaves at once. Rank 1 learns it is
-/// gone (a barrier with it alone times out), so it fails `[0, 1, 2]` at
-/// once, while rank 0 waits out `timeout` there. Then both meet in
+/// Issue 12's case, three ranks. After a first barrier together (every
+/// connection in use), rank 2 leaves. Rank 1 learns it is gone (a barrier
+/// with it alone fails), so it fails `[0, 1, 2]` at once, while rank 0
+/// waits out `timeout` there. Then both meet in
 /// `[0, 1]`: rank 1 must not leave it before rank 0 entered it. Each rank
 /// prints when it enters and leaves `[0, 1]` (`wall_us`), and what the
 /// failed barriers said.
@@ -293,6 +294,7 @@ fn barrier_after_failure(node: &mut Node, timeout: Duration) -> Result<(), NodeE
             ferrovia_channel::TransportError::Config("barrier-after-failure needs 3 ranks".into()),
         ));
     }
+    node.barrier(&[0, 1, 2], WAIT)?;
     if me == 2 {
         println!("rank 2: leaving");
         return Ok(());

@@ -212,9 +212,9 @@ fn stamp(out: &str, what: &str) -> u128 {
         .unwrap_or_else(|| panic!("no {what:?} line in {out:?}"))
 }
 
-/// Issue 12 part 3: rank 2 leaves; rank 1 fails `[0, 1, 2]` at once (it
-/// already knows rank 2 is gone) while rank 0 waits out its timeout there;
-/// then both call `[0, 1]`. Rank 1 must not leave `[0, 1]` before rank 0
+/// Issue 12 part 3: after a barrier of all three, rank 2 leaves; rank 1
+/// fails `[0, 1, 2]` at once (it already knows rank 2 is gone) while rank
+/// 0 waits out its timeout there; then both call `[0, 1]`. Rank 1 must not leave `[0, 1]` before rank 0
 /// entered it: on the old per-pair running counts it did, on rank 0's
 /// signal from `[0, 1, 2]`.
 pub(crate) fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one(b: BackendEnv) {
