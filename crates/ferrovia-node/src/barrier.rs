@@ -31,13 +31,16 @@
 //! the word equal to `a`'s signal for `k` with its own fingerprint: exact
 //! equality, never "at least". Anything else in the slot is an earlier
 //! barrier's signal (wait), a later barrier's (`a` left this one without
-//! signalling here, or its signal was overwritten: the barrier fails
-//! at once, [`BarrierError::Incomplete`]), or the same count with another
+//! signalling here, or its signal was overwritten; writes of one pair land
+//! in posting order, so it will not come: the barrier fails at once,
+//! [`BarrierError::Incomplete`]), or the same count with another
 //! fingerprint (`a` called another barrier: [`BarrierError::Mismatch`]).
-//! A lost or overwritten signal can make a barrier fail, never pass.
+//! A lost or overwritten signal can make a barrier fail, never pass. The
+//! fingerprint only diagnoses a broken collective rule (24 bits: one such
+//! break in 2^24 goes unseen); the invariant below rests on the counts.
 //!
 //! **Invariant.** A barrier returns `Ok` only if every listed rank entered
-//! that same barrier. Each accepted signal is from the sender's part in
+//! that same barrier (and this rank's own signal writes have completed). Each accepted signal is from the sender's part in
 //! this very barrier, and the algorithms are correct barriers when every
 //! signal is the one they expect (a round of dissemination carries what
 //! its sender learnt in this barrier's earlier rounds, never a later

@@ -323,7 +323,7 @@ impl<'p> Run<'p> {
                 after,
             }
         } else {
-            log::warn!("barrier timed out after {after:?}: rank(s) {missing:?} did not arrive");
+            log::warn!("barrier failed after {after:?}: rank(s) {missing:?} did not arrive");
             BarrierError::Timeout { missing, after }
         }
     }
