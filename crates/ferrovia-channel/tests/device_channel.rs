@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{WAIT, buf, pair, pair_with, pattern, remote_rw};
 use ferrovia_channel::{
-    Gather, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, SendWorkRequest,
+    Gather, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopeTarget, SendWorkRequest,
     TransportError, WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
@@ -140,7 +140,9 @@ fn a_send_without_a_receive_fails_with_a_typed_rnr_error() {
         other => panic!("expected an RNR completion error, got {other}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));
-    // The failure broke the connection: the next post says so.
+    // The failure broke the connection: the core knows, and the next post
+    // says so.
+    assert!(a.core().is_broken(0));
     let again = a.send(&[Gather::of(&src).unwrap()]).unwrap_err();
     assert!(
         matches!(again, TransportError::Broken { peer: 0 }),

@@ -1,30 +1,104 @@
-//! Barriers made of one-sided RDMA writes: each signal writes the sender's
-//! running count into a per-sender slot of the receiver, which watches the
-//! slot with atomic loads. Counting per pair (not per barrier) lets any
-//! subset of ranks, and any algorithm, share the same slots.
+//! Barriers made of one-sided RDMA writes. A rank signals a peer by
+//! writing a word into a slot of the peer's sync region (see
+//! `sync_region`); the peer watches the slot with atomic loads.
+//! Dissemination (the default), centralized and binary-tree algorithms
+//! run over any sorted subset of the ranks ([`schedule`]).
 //!
-//! When a wait times out the rank asks every participant, by RDMA write
-//! into its query slot, how many barriers it has entered; ranks spinning
-//! in a barrier answer the same way. Those that do not answer (dead,
-//! unreachable, or busy elsewhere) or are behind did not arrive: they are
-//! named in the error and their connections flushed, so nothing is left
-//! waiting on them.
+//! # Which barrier a signal belongs to
+//!
+//! **The collective rule.** Every rank calls the barriers it takes part in
+//! in one order, and any two ranks call the barriers that list both of
+//! them in the same order: for ranks `a` and `b`, the k-th barrier that
+//! lists both, as `a` calls it, is the k-th as `b` calls it (same rank list,
+//! same algorithm). A failed barrier counts like any other.
+//!
+//! **Pair counts.** Rank `a` keeps, for every peer `b`, the number of
+//! barriers listing both that it has *entered* (called with a valid list),
+//! whatever their outcome: entering increments the count of every other
+//! listed rank, signalled in this barrier's algorithm or not. Under the
+//! collective rule the pair `(a, b)` and its count `k` name one barrier,
+//! the same at `a` and at `b`: that is a signal's identity.
+//!
+//! **Signals.** In a barrier, each ordered pair exchanges at most one
+//! signal, in every algorithm. `a`'s signal to `b` is the word
+//! `k << 24 | fingerprint`, `k` being `a`'s pair count with `b` and the
+//! fingerprint 24 bits of the rank list and algorithm
+//! ([`word`]). It goes into `a`'s slot `k % RING` at `b` (a ring of `RING`
+//! = 4 slots per sender, so a sender may run up to three barriers ahead
+//! of a receiver that has yet to read it).
+//!
+//! **Matching.** `b`, in the barrier of pair count `k` with `a`, accepts only
+//! the word equal to `a`'s signal for `k` with its own fingerprint: exact
+//! equality, never "at least". Anything else in the slot is an earlier
+//! barrier's signal (wait), a later barrier's (`a` left this one without
+//! signalling here, or its signal was overwritten; writes of one pair land
+//! in posting order, so it will not come: the barrier fails at once,
+//! [`BarrierError::Incomplete`]), or the same count with another
+//! fingerprint (`a` called another barrier: [`BarrierError::Mismatch`]).
+//! A lost or overwritten signal can make a barrier fail, never pass. The
+//! fingerprint only diagnoses a broken collective rule (24 bits: one such
+//! break in 2^24 goes unseen); the invariant below rests on the counts.
+//!
+//! **Invariant.** A barrier returns `Ok` only if every listed rank entered
+//! that same barrier (and this rank's own signal writes have completed). Each accepted signal is from the sender's part in
+//! this very barrier, and the algorithms are correct barriers when every
+//! signal is the one they expect (a round of dissemination carries what
+//! its sender learnt in this barrier's earlier rounds, never a later
+//! barrier's knowledge). Because counts move on entry, not on success, a
+//! failure leaves nothing to resynchronise: the next barrier of a pair
+//! has the next count on both sides whatever happened. The property
+//! tests (`properties`) check the invariant over random histories on a
+//! simulated fabric (`sim`) that delays and reorders writes, loses those
+//! to dead ranks, and kills ranks at random points.
+//!
+//! # Failures
+//!
+//! A listed peer whose connection is already known broken when the
+//! barrier begins (a write to it failed, or an earlier barrier gave up on
+//! it) fails the barrier at once ([`BarrierError::Unreachable`]); such a
+//! pair stays broken. When a wait times out, or a listed peer's
+//! connection breaks during the barrier, the rank asks every listed peer,
+//! by RDMA write into its query slot, for its pair count with the asker;
+//! ranks spinning in any barrier answer (an answer carries the query's
+//! number, so a late answer to an older query is not taken). A peer
+//! arrived if its answer is at least the asker's own pair count with it.
+//! The others are named ([`BarrierError::Timeout`], with the time actually
+//! taken, the 0.5 s query window included); those that did not answer at
+//! all (dead, unreachable, or busy outside any barrier) have their
+//! connections flushed, so nothing is left waiting on them. Ranks that
+//! answered are not flushed: their pair stays usable. If every peer
+//! arrived, the rank whose signal never came is named
+//! ([`BarrierError::Incomplete`]). A barrier returns within its timeout
+//! and the query window.
 
+use std::task::Poll;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ferrovia_channel::{
-    Gather, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork, TransportError,
-    WriteWorkRequest,
-};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use ferrovia_channel::PollingScope;
 
 use crate::error::BarrierError;
 use crate::node::Node;
 
+mod engine;
+mod node_fabric;
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod scenarios;
+mod schedule;
+#[cfg(test)]
+mod sim;
+mod word;
+
+pub(crate) use engine::RankState;
+pub(crate) use word::RING;
+
+use engine::{Fabric, Run};
+use node_fabric::NodeFabric;
+
 /// How long a timed-out rank waits for answers to its query.
 const QUERY_WAIT: Duration = Duration::from_millis(500);
-
 /// How ranks meet in a barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -65,159 +139,6 @@ pub(crate) fn validate(
     }
 }
 
-struct Run<'s, 'scope, 'env> {
-    s: &'s mut PollingScope<'scope, 'env, Node>,
-    peers: &'s [usize],
-    /// This barrier's signal writes and their targets.
-    writes: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
-    deadline: Instant,
-    timeout: Duration,
-}
-
-/// Writes word `src_at` of the source region into `to`'s flags region at
-/// `dst_at`; the handle is dropped (the scope still drains it).
-fn write_word(
-    s: &mut PollingScope<'_, '_, Node>,
-    to: usize,
-    src_at: usize,
-    dst_at: u64,
-) -> Result<(), BarrierError> {
-    let sync = s.target().sync();
-    let g = [Gather::range(&sync.src, src_at..src_at + 8)?];
-    let dst = sync.remote[to]
-        .sub_region(dst_at, 8)
-        .map_err(ferrovia_channel::TransportError::from)?;
-    drop(s.post_write(PeerWriteWorkRequest::new(
-        to,
-        WriteWorkRequest::new(&g, dst)?,
-    ))?);
-    Ok(())
-}
-
-/// Answers every new query with the number of barriers entered.
-fn answer_queries(s: &mut PollingScope<'_, '_, Node>) {
-    let node = s.target();
-    let (sync, me) = (node.sync(), node.rank());
-    for r in (0..node.world_size()).filter(|&r| r != me) {
-        let q = sync.flag(sync.query_offset(r)).load(Acquire);
-        if q != 0 && q != sync.answered[r].get() {
-            sync.answered[r].set(q);
-            let (src, at) = sync.answer_src(r);
-            src.store(sync.entered.get(), Release);
-            // Best effort: a rank that cannot be answered is gone.
-            let _ = write_word(s, r, at, sync.answer_offset(me));
-        }
-    }
-}
-
-impl<'scope, 'env> Run<'_, 'scope, 'env> {
-    fn signal(&mut self, to: usize) -> Result<(), BarrierError> {
-        let node: &'env Node = self.s.target();
-        let sync = node.sync();
-        let v = sync.sent[to].get() + 1;
-        sync.sent[to].set(v);
-        sync.src_word(to).store(v, Release);
-        let g = [Gather::range(&sync.src, to * 8..to * 8 + 8)?];
-        let slot = sync.remote[to]
-            .sub_region(8 * node.rank() as u64, 8)
-            .map_err(ferrovia_channel::TransportError::from)?;
-        let h = self.s.post_write(PeerWriteWorkRequest::new(
-            to,
-            WriteWorkRequest::new(&g, slot)?,
-        ))?;
-        self.writes.push((to, h));
-        Ok(())
-    }
-
-    fn wait(&mut self, from: usize) -> Result<(), BarrierError> {
-        let node: &'env Node = self.s.target();
-        let sync = node.sync();
-        let want = sync.seen[from].get() + 1;
-        let mut spins = 0u32;
-        while sync.counter(from) < want {
-            if Instant::now() >= self.deadline {
-                return Err(self.timed_out(from));
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(256) {
-                // Reap our own writes' completions, answer queries of
-                // ranks that timed out, and let ranks sharing this CPU run.
-                self.s.progress()?;
-                answer_queries(self.s);
-                thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-        sync.seen[from].set(want);
-        Ok(())
-    }
-
-    /// Asks every participant how many barriers it entered; names those
-    /// that do not answer or are behind, and flushes their connections.
-    fn timed_out(&mut self, waited_on: usize) -> BarrierError {
-        let node = self.s.target();
-        let (sync, me) = (node.sync(), node.rank());
-        let q = sync.queries.get() + 1;
-        sync.queries.set(q);
-        let (src, at) = sync.query_src();
-        src.store(q, Release);
-        let others: Vec<usize> = self.peers.iter().copied().filter(|&p| p != me).collect();
-        for &p in &others {
-            sync.flag(sync.answer_offset(p)).store(u64::MAX, Relaxed);
-            let _ = write_word(self.s, p, at, sync.query_offset(me));
-        }
-        let mine = sync.entered.get();
-        let arrived = |p: usize| {
-            let a = sync.flag(sync.answer_offset(p)).load(Acquire);
-            a != u64::MAX && a >= mine
-        };
-        // The whole window, even once everyone answered: ranks that time
-        // out a little later still get this rank's answer.
-        let until = Instant::now() + QUERY_WAIT;
-        while Instant::now() < until {
-            let _ = self.s.progress();
-            answer_queries(self.s);
-            thread::yield_now();
-        }
-        let mut missing: Vec<usize> = others.into_iter().filter(|&p| !arrived(p)).collect();
-        if missing.is_empty() {
-            missing.push(waited_on); // everyone answered late: name the one we waited on
-        }
-        log::warn!(
-            "barrier timed out after {:?}: rank(s) {missing:?} did not arrive",
-            self.timeout
-        );
-        for &p in &missing {
-            let _ = self.s.target().core().flush_peer(p);
-        }
-        BarrierError::Timeout {
-            missing,
-            after: self.timeout,
-        }
-    }
-
-    /// Waits for this barrier's signal writes. One that fails or does not
-    /// complete means its target is gone (a transport without peer failure
-    /// detection just never completes it): diagnosed like a wait timeout.
-    fn finish(mut self) -> Result<(), BarrierError> {
-        for (to, h) in std::mem::take(&mut self.writes) {
-            let left = self
-                .deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(100));
-            match h.wait(left) {
-                Ok(_) => {}
-                Err(TransportError::Timeout { .. } | TransportError::Completion(_)) => {
-                    return Err(self.timed_out(to));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Runs a barrier among `peers` (validated by the caller) on scope `s`.
 pub(crate) fn run(
     s: &mut PollingScope<'_, '_, Node>,
@@ -225,61 +146,35 @@ pub(crate) fn run(
     me_at: usize,
     timeout: Duration,
 ) -> Result<(), BarrierError> {
-    let algorithm = s.target().algorithm();
-    let m = peers.len();
-    let sync = s.target().sync();
-    sync.entered.set(sync.entered.get() + 1);
-    let mut run = Run {
-        s,
+    let node: &Node = s.target();
+    let algorithm = node.algorithm();
+    let mut state = node.barrier_state().borrow_mut();
+    let mut fabric = NodeFabric::new(s);
+    let mut run = Run::enter(
+        &mut state,
+        fabric.now(),
         peers,
-        writes: Vec::new(),
-        deadline: Instant::now() + timeout,
+        me_at,
+        algorithm,
         timeout,
-    };
-    if m > 1 {
-        match algorithm {
-            BarrierAlgorithm::Dissemination => {
-                let mut step = 1;
-                while step < m {
-                    run.signal(peers[(me_at + step) % m])?;
-                    run.wait(peers[(me_at + m - step) % m])?;
-                    step *= 2;
-                }
-            }
-            BarrierAlgorithm::Centralized => {
-                let root = peers[0];
-                if me_at == 0 {
-                    for &p in &peers[1..] {
-                        run.wait(p)?;
-                    }
-                    for &p in &peers[1..] {
-                        run.signal(p)?;
-                    }
-                } else {
-                    run.signal(root)?;
-                    run.wait(root)?;
-                }
-            }
-            BarrierAlgorithm::BinaryTree => {
-                let children: Vec<usize> = [2 * me_at + 1, 2 * me_at + 2]
-                    .into_iter()
-                    .filter(|&c| c < m)
-                    .collect();
-                for &c in &children {
-                    run.wait(peers[c])?;
-                }
-                if me_at > 0 {
-                    let parent = peers[(me_at - 1) / 2];
-                    run.signal(parent)?;
-                    run.wait(parent)?;
-                }
-                for &c in &children {
-                    run.signal(peers[c])?;
-                }
-            }
+        QUERY_WAIT,
+    );
+    let mut spins = 0u32;
+    loop {
+        spins = spins.wrapping_add(1);
+        // Every 256 spins: reap our writes' completions, answer queries of
+        // ranks that timed out, check peers, and let ranks sharing this
+        // CPU run.
+        let slow = spins.is_multiple_of(256);
+        if let Poll::Ready(result) = run.poll(&mut state, &mut fabric, slow) {
+            return result;
+        }
+        if slow {
+            thread::yield_now();
+        } else {
+            std::hint::spin_loop();
         }
     }
-    run.finish()
 }
 
 #[cfg(test)]

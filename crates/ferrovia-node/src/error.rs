@@ -107,13 +107,57 @@ pub enum BarrierError {
         /// What is wrong.
         reason: &'static str,
     },
-    /// Not every rank arrived before the timeout.
-    #[error("barrier timed out after {after:?}: rank(s) {missing:?} did not arrive")]
+    /// Not every rank arrived: found by the query that follows the timeout,
+    /// or a listed rank's connection breaking during the barrier. `after`
+    /// is the time the barrier actually took, query window (0.5 s)
+    /// included.
+    #[error("barrier failed after {after:?}: rank(s) {missing:?} did not arrive")]
     Timeout {
-        /// Ranks that did not arrive: the ones this rank waited on, plus
-        /// any found unreachable when probed after the timeout.
+        /// Ranks that did not arrive: they did not answer the query (dead,
+        /// unreachable, or not in a barrier), or answered that they had not
+        /// entered this barrier.
         missing: Vec<usize>,
-        /// How long it waited.
+        /// How long the barrier took.
+        after: Duration,
+    },
+    /// The connection to listed ranks was already broken when the barrier
+    /// began (a write to them failed, or an earlier barrier gave up on
+    /// them): the barrier fails at once.
+    #[error(
+        "barrier failed after {after:?}: rank(s) {missing:?} did not arrive (connection already broken)"
+    )]
+    Unreachable {
+        /// The ranks whose connection is broken.
+        missing: Vec<usize>,
+        /// How long the barrier took.
+        after: Duration,
+    },
+    /// Every rank entered the barrier, but the signal exchange with `rank`
+    /// did not complete: it left the barrier without completing it (it
+    /// failed there, or ran ahead into later barriers with this rank), or
+    /// is still waiting in it on a rank that left.
+    #[error(
+        "barrier failed after {after:?}: every rank arrived, but the exchange with rank {rank} did not complete"
+    )]
+    Incomplete {
+        /// The rank whose signal never came (or whose write did not land).
+        rank: usize,
+        /// How long the barrier took.
+        after: Duration,
+    },
+    /// `rank` called a different barrier (another rank list or algorithm)
+    /// as its barrier number `count` with this rank: the ranks broke the
+    /// rule that barriers on overlapping rank sets are called in the same
+    /// order everywhere.
+    #[error(
+        "barrier mismatch after {after:?}: rank {rank} called another barrier (rank list or algorithm) as barrier {count} with this rank"
+    )]
+    Mismatch {
+        /// The rank that called another barrier.
+        rank: usize,
+        /// The pair count at which the two ranks disagree.
+        count: u64,
+        /// How long the barrier took.
         after: Duration,
     },
     /// Posting or completing a barrier write failed.

@@ -13,9 +13,11 @@
 //! (O(n) connections, a job token checked on each, deadlines throughout).
 //! Then every rank holds one RC connection to every rank and posts to
 //! peers by rank inside [`Node::scope`], with [`NodeScope::barrier`]:
-//! one-sided RDMA writes of per-pair counters, read with atomic loads;
-//! dissemination by default, centralized and binary tree selectable; any
-//! sorted subset of ranks; a timeout names the ranks that did not arrive.
+//! one-sided RDMA writes read with atomic loads, each signal matched to
+//! its barrier by identity (it returns only once every listed rank entered
+//! that same barrier); dissemination by default, centralized and binary
+//! tree selectable; any sorted subset of ranks; a timeout names the ranks
+//! that did not arrive.
 #![forbid(unsafe_code)]
 
 mod backend;

@@ -1,5 +1,6 @@
 //! `Node`: one rank of a job, connected to every other rank.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use ferrovia_channel::{
@@ -11,7 +12,7 @@ use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, Backend, Link, Opened};
-use crate::barrier::{self, BarrierAlgorithm};
+use crate::barrier::{self, BarrierAlgorithm, RankState};
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
 use crate::rendezvous::{self, RendezvousConfig};
@@ -50,6 +51,7 @@ pub struct Node {
     // write into is freed.
     multi: MultiChannel,
     sync: SyncRegion,
+    barrier: RefCell<RankState>,
     algorithm: BarrierAlgorithm,
     launcher: Option<Launcher>,
 }
@@ -150,7 +152,7 @@ impl NodeBuilder {
         let opened = Opened::open(backend, channel, n)?;
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
-        let sync_remote = sync.flags.registration().remote()?;
+        let sync_remote = sync.exposed()?;
         let blobs = (0..n)
             .map(|j| {
                 let info = PeerInfo {
@@ -192,6 +194,7 @@ impl NodeBuilder {
             description,
             multi,
             sync,
+            barrier: RefCell::new(RankState::new(rank, n)),
             algorithm: self.algorithm,
             launcher: self.launcher,
         })
@@ -271,6 +274,11 @@ impl Node {
 
     pub(crate) fn sync(&self) -> &SyncRegion {
         &self.sync
+    }
+
+    /// Pair counts and query bookkeeping of the barrier.
+    pub(crate) fn barrier_state(&self) -> &RefCell<RankState> {
+        &self.barrier
     }
 
     pub(crate) fn algorithm(&self) -> BarrierAlgorithm {
@@ -368,12 +376,17 @@ pub(crate) fn flatten<E: Into<NodeError>>(e: ScopeError<E>) -> NodeError {
 /// and the barrier.
 pub trait NodeScope {
     /// Waits until every rank in `peers` (sorted, containing this rank)
-    /// reached this barrier, or `timeout` passed; a timeout names the
-    /// ranks that did not arrive.
+    /// entered this same barrier, or fails: after `timeout` (plus a 0.5 s
+    /// query window) naming the ranks that did not arrive, or at once when
+    /// a listed rank's connection is broken. Collective: ranks must call
+    /// the barriers that list both of them in the same order (see the
+    /// `barrier` module docs), failed ones included.
     fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), BarrierError>;
     /// Like [`NodeScope::barrier`], without checking the peer list (the
     /// caller guarantees it is sorted, unique, in range and contains this
-    /// rank; a wrong list can hang until the timeout).
+    /// rank). A wrong list can hang until the timeout, and can leave this
+    /// rank's barrier counts with the ranks it names out of step with
+    /// theirs, after which barriers with them are no longer matched.
     fn barrier_unchecked(&mut self, peers: &[usize], timeout: Duration)
     -> Result<(), BarrierError>;
     /// This rank.

@@ -1,43 +1,59 @@
-//! The memory every rank exposes for synchronisation: per peer a signal
-//! counter, a query slot and an answer slot, and a directory of
-//! remote-region descriptors.
+//! The memory every rank exposes for synchronisation, and its layout.
+//!
+//! With `n` ranks and `R` = [`RING`] signal slots per sender, the exposed
+//! (`flags`) region of a rank is, in 8-byte words unless said otherwise:
+//!
+//! ```text
+//! [signals: n * R]  word from*R + s: rank `from`'s signal of pair count k
+//!                   with k % R == s (see barrier::word)
+//! [queries: n]      word n*R + from: the last query number of `from`
+//! [answers: n]      word n*R + n + from: `from`'s answer to this rank's query
+//! [directory: 2 banks * n entries of DIR_SLOT bytes]  all_gather_remote
+//! ```
+//!
+//! and its local source region, from which those words are written:
+//!
+//! ```text
+//! [signals: n * R]  word to*R + s: the signal last sent to `to` in slot s
+//! [answers: n]      word n*R + to: the last answer sent to `to`
+//! [query: 1]        word n*R + n: the last query sent
+//! ```
+//!
+//! A source word per (target, slot), not per target: a write still in
+//! flight from an earlier barrier reads its word when the NIC gets to it,
+//! and the only later value that word can hold is a later signal for the
+//! same slot, never one that belongs in another slot.
+//!
+//! Every access to the exposed region goes through the helpers below.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire};
 
 use ferrovia_mr::{
-    MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, SharedBuffer, WIRE_MAX_LEN,
+    MrError, MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, SharedBuffer,
+    WIRE_MAX_LEN,
 };
 
+use crate::barrier::RING;
 use crate::error::NodeError;
 
 /// Bytes per directory entry: a length byte and a wire-form descriptor.
 pub(crate) const DIR_SLOT: usize = 32;
 const _: () = assert!(WIRE_MAX_LEN < DIR_SLOT);
 
-/// This rank's synchronisation state.
+/// This rank's synchronisation memory.
 pub(crate) struct SyncRegion {
-    /// Peers write here: `[counters; n][queries; n][answers; n][directory; n]`.
-    pub(crate) flags: SharedBuffer,
-    /// Sources: `[signals; n][answers; n][query]`, one word per target;
-    /// shared because a word is stored while an earlier write of it may
+    /// Peers write here (layout above).
+    flags: SharedBuffer,
+    /// Sources of signal, answer and query writes (layout above): shared
+    /// memory, since a word is stored while an earlier write of it may
     /// still be reading it.
     pub(crate) src: SharedBuffer,
     /// Source of directory writes.
     pub(crate) dir_src: RegisteredBuffer,
     /// Every rank's `flags` region.
     pub(crate) remote: Vec<RemoteMemoryRegion>,
-    /// Signals sent to each rank, and signals consumed from each rank.
-    pub(crate) sent: Vec<Cell<u64>>,
-    pub(crate) seen: Vec<Cell<u64>>,
-    /// The last query of each rank this one answered.
-    pub(crate) answered: Vec<Cell<u64>>,
-    /// Barriers this rank has entered.
-    pub(crate) entered: Cell<u64>,
-    /// Queries this rank has sent.
-    pub(crate) queries: Cell<u64>,
     /// Directory gathers this rank has run.
-    pub(crate) gathers: Cell<u64>,
+    pub(crate) gathers: std::cell::Cell<u64>,
     n: usize,
 }
 
@@ -47,32 +63,38 @@ impl SyncRegion {
             .allow_remote_write()
             .allow_remote_read();
         Ok(SyncRegion {
-            flags: registry.alloc(Self::flags_len(n), exposed)?,
-            src: registry.alloc(8 * (2 * n + 1), RegisterOptions::local().shared())?,
+            flags: registry.alloc(Self::words_before_dir(n) * 8 + 2 * DIR_SLOT * n, exposed)?,
+            src: registry.alloc(8 * (n * RING + n + 1), RegisterOptions::local().shared())?,
             dir_src: registry.alloc(DIR_SLOT, RegisterOptions::local())?,
             remote: Vec::new(),
-            sent: (0..n).map(|_| Cell::new(0)).collect(),
-            seen: (0..n).map(|_| Cell::new(0)).collect(),
-            answered: (0..n).map(|_| Cell::new(0)).collect(),
-            entered: Cell::new(0),
-            queries: Cell::new(0),
-            gathers: Cell::new(0),
+            gathers: std::cell::Cell::new(0),
             n,
         })
     }
 
-    fn flags_len(n: usize) -> usize {
-        24 * n + 2 * DIR_SLOT * n
+    fn words_before_dir(n: usize) -> usize {
+        n * RING + 2 * n
+    }
+
+    /// The descriptor peers write this rank's exposed region through.
+    pub(crate) fn exposed(&self) -> Result<RemoteMemoryRegion, MrError> {
+        self.flags.registration().remote()
+    }
+
+    /// Where rank `from` writes its signal slot `slot` in its owner's
+    /// region.
+    pub(crate) fn signal_offset(&self, from: usize, slot: usize) -> u64 {
+        (8 * (from * RING + slot)) as u64
     }
 
     /// Where rank `from` writes its queries to this region's owner.
     pub(crate) fn query_offset(&self, from: usize) -> u64 {
-        (8 * (self.n + from)) as u64
+        (8 * (self.n * RING + from)) as u64
     }
 
     /// Where rank `from` writes its answers to this region's owner.
     pub(crate) fn answer_offset(&self, from: usize) -> u64 {
-        (8 * (2 * self.n + from)) as u64
+        (8 * (self.n * RING + self.n + from)) as u64
     }
 
     /// Where rank `rank` writes its entry of gather number `round`. Two
@@ -81,38 +103,68 @@ impl SyncRegion {
     /// a slower rank has yet to read.
     pub(crate) fn dir_offset(&self, round: u64, rank: usize) -> u64 {
         let bank = (round % 2) as usize;
-        (24 * self.n + DIR_SLOT * (bank * self.n + rank)) as u64
+        (8 * Self::words_before_dir(self.n) + DIR_SLOT * (bank * self.n + rank)) as u64
     }
 
-    /// Word `i` of the flags region.
-    pub(crate) fn flag(&self, offset: u64) -> &AtomicU64 {
-        &Self::words(&self.flags)[offset as usize / 8]
+    /// The word at byte `offset` of the exposed region (0 out of range).
+    fn load(&self, offset: u64) -> u64 {
+        Self::words(&self.flags)
+            .get(offset as usize / 8)
+            .map_or(0, |w| w.load(Acquire))
     }
 
-    /// Source word for answers to `to`, and for queries.
-    pub(crate) fn answer_src(&self, to: usize) -> (&AtomicU64, usize) {
-        let i = self.n + to;
-        (&Self::words(&self.src)[i], i * 8)
+    /// The word rank `from` last wrote into its signal slot `slot` here.
+    pub(crate) fn signal_word(&self, from: usize, slot: usize) -> u64 {
+        if slot >= RING {
+            return 0;
+        }
+        self.load(self.signal_offset(from, slot))
     }
 
-    pub(crate) fn query_src(&self) -> (&AtomicU64, usize) {
-        let i = 2 * self.n;
-        (&Self::words(&self.src)[i], i * 8)
+    /// The last query number rank `from` wrote here.
+    pub(crate) fn query_word(&self, from: usize) -> u64 {
+        if from >= self.n {
+            return 0;
+        }
+        self.load(self.query_offset(from))
+    }
+
+    /// The last answer rank `from` wrote here.
+    pub(crate) fn answer_word(&self, from: usize) -> u64 {
+        if from >= self.n {
+            return 0;
+        }
+        self.load(self.answer_offset(from))
+    }
+
+    /// The source word of signals to `to` in slot `slot`, and its byte
+    /// offset in `src`.
+    pub(crate) fn signal_src(&self, to: usize, slot: usize) -> Option<(&AtomicU64, usize)> {
+        if to >= self.n || slot >= RING {
+            return None;
+        }
+        self.src_word(to * RING + slot)
+    }
+
+    /// The source word of answers to `to`, and its byte offset in `src`.
+    pub(crate) fn answer_src(&self, to: usize) -> Option<(&AtomicU64, usize)> {
+        if to >= self.n {
+            return None;
+        }
+        self.src_word(self.n * RING + to)
+    }
+
+    /// The source word of queries, and its byte offset in `src`.
+    pub(crate) fn query_src(&self) -> Option<(&AtomicU64, usize)> {
+        self.src_word(self.n * RING + self.n)
+    }
+
+    fn src_word(&self, i: usize) -> Option<(&AtomicU64, usize)> {
+        Self::words(&self.src).get(i).map(|w| (w, 8 * i))
     }
 
     fn words(buf: &SharedBuffer) -> &[AtomicU64] {
         buf.as_atomic_u64s()
-    }
-
-    /// The counter peers bump when they signal this rank from `from`.
-    pub(crate) fn counter(&self, from: usize) -> u64 {
-        Self::words(&self.flags)
-            .get(from)
-            .map_or(0, |w| w.load(Acquire))
-    }
-
-    pub(crate) fn src_word(&self, to: usize) -> &AtomicU64 {
-        &Self::words(&self.src)[to]
     }
 
     /// The directory entry rank `from` wrote here, if any.

@@ -9,6 +9,7 @@
 //! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
 //! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
 //! ferrovia-rank stale-write                   a write with a deregistered key is refused (3+ ranks)
+//! ferrovia-rank barrier-after-failure [TIMEOUT_MS]   three ranks: issue 12's stale signal
 //! ```
 //! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
 //! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous;
@@ -16,7 +17,7 @@
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ferrovia_channel::{
     Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
@@ -372,6 +373,56 @@ fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), 
     Ok(())
 }
 
+/// Microseconds since the Unix epoch: comparable between the ranks of one
+/// machine (the test orders events of different processes by it).
+fn wall_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros()
+}
+
+/// Issue 12's case, three ranks. After a first barrier together (every
+/// connection in use), rank 2 leaves. Rank 1 learns it is gone (a barrier
+/// with it alone fails), so it fails `[0, 1, 2]` at once, while rank 0
+/// waits out `timeout` there. Then both meet in
+/// `[0, 1]`: rank 1 must not leave it before rank 0 entered it. Each rank
+/// prints when it enters and leaves `[0, 1]` (`wall_us`), and what the
+/// failed barriers said.
+fn barrier_after_failure(node: &mut Node, timeout: Duration) -> Result<(), NodeError> {
+    let me = node.rank();
+    if node.world_size() != 3 {
+        return Err(NodeError::Transport(
+            ferrovia_channel::TransportError::Config("barrier-after-failure needs 3 ranks".into()),
+        ));
+    }
+    node.barrier(&[0, 1, 2], WAIT)?;
+    if me == 2 {
+        println!("rank 2: leaving");
+        return Ok(());
+    }
+    if me == 1 {
+        let e = node.barrier(&[1, 2], Duration::from_millis(300));
+        println!("rank 1: [1, 2] -> {e:?}");
+    }
+    let t = Instant::now();
+    match node.barrier(&[0, 1, 2], timeout) {
+        Ok(()) => {
+            return Err(NodeError::Transport(
+                ferrovia_channel::TransportError::Config("[0, 1, 2] passed without rank 2".into()),
+            ));
+        }
+        Err(e) => println!(
+            "rank {me}: [0, 1, 2] failed in {} ms: {e}",
+            t.elapsed().as_millis()
+        ),
+    }
+    println!("rank {me}: enter [0, 1] at {}", wall_us());
+    node.barrier(&[0, 1], WAIT)?;
+    println!("rank {me}: left [0, 1] at {}", wall_us());
+    Ok(())
+}
+
 fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
     let all: Vec<usize> = (0..node.world_size()).collect();
     let mut times = Vec::with_capacity(iters);
@@ -402,13 +453,20 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg =
         |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
-    let algorithm = match (
-        args.first().map(String::as_str),
-        args.get(1).map(String::as_str),
-    ) {
-        (Some("barrier-bench"), Some("centralized")) => BarrierAlgorithm::Centralized,
-        (Some("barrier-bench"), Some("tree")) => BarrierAlgorithm::BinaryTree,
-        _ => BarrierAlgorithm::Dissemination,
+    // barrier-bench names its algorithm; every other command takes it from
+    // FERROVIA_BARRIER.
+    let named = match args.first().map(String::as_str) {
+        Some("barrier-bench") => args.get(1).cloned(),
+        _ => std::env::var("FERROVIA_BARRIER").ok(),
+    };
+    let algorithm = match named.as_deref() {
+        None | Some("dissemination") => BarrierAlgorithm::Dissemination,
+        Some("centralized") => BarrierAlgorithm::Centralized,
+        Some("tree") => BarrierAlgorithm::BinaryTree,
+        Some(other) => {
+            eprintln!("ferrovia-rank: unknown barrier algorithm {other:?}");
+            return ExitCode::from(1);
+        }
     };
     let mut node = match build(algorithm) {
         Ok(n) => n,
@@ -427,9 +485,12 @@ fn main() -> ExitCode {
         ),
         Some("barrier-bench") => barrier_bench(&mut node, arg(2, 200)),
         Some("stale-write") => stale_write(&mut node),
+        Some("barrier-after-failure") => {
+            barrier_after_failure(&mut node, Duration::from_millis(arg(1, 3000) as u64))
+        }
         _ => {
             eprintln!(
-                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS] | stale-write"
+                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS] | stale-write | barrier-after-failure [TIMEOUT_MS]"
             );
             return ExitCode::from(1);
         }

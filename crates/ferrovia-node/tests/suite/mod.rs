@@ -232,6 +232,67 @@ pub(crate) fn a_write_with_a_deregistered_key_is_refused(b: BackendEnv) {
     );
 }
 
+/// The wall-clock microseconds in `rank R: WHAT at US`.
+fn stamp(out: &str, what: &str) -> u128 {
+    out.lines()
+        .find_map(|l| l.split_once(&format!("{what} at ")))
+        .and_then(|(_, us)| us.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {what:?} line in {out:?}"))
+}
+
+/// Issue 12 part 3: after a barrier of all three, rank 2 leaves; rank 1
+/// fails `[0, 1, 2]` at once (it already knows rank 2 is gone) while rank
+/// 0 waits out its timeout there; then both call `[0, 1]`. Rank 1 must not leave `[0, 1]` before rank 0
+/// entered it: on the old per-pair running counts it did, on rank 0's
+/// signal from `[0, 1, 2]`.
+pub(crate) fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one(b: BackendEnv) {
+    let timeout_ms = 3000;
+    let job = Job::new(3, b);
+    let ms = timeout_ms.to_string();
+    let ranks: Vec<Child> = (0..3)
+        .map(|r| job.spawn(r, &["barrier-after-failure", &ms], &[]))
+        .collect();
+    let results: Vec<_> = ranks
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(90)))
+        .collect();
+    let (out0, out1) = (&results[0].1, &results[1].1);
+    let (enter0, left1) = (stamp(out0, "enter [0, 1]"), stamp(out1, "left [0, 1]"));
+    assert!(
+        left1 >= enter0,
+        "rank 1 left [0, 1] {} ms before rank 0 entered it\nrank 0: {out0}\nrank 1: {out1}",
+        (enter0 - left1) / 1000
+    );
+    let (enter1, left0) = (stamp(out1, "enter [0, 1]"), stamp(out0, "left [0, 1]"));
+    assert!(
+        left0 >= enter1,
+        "rank 0 left [0, 1] before rank 1 entered it"
+    );
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
+    }
+    // Rank 0 waited its whole timeout in [0, 1, 2] and names rank 2 only:
+    // rank 1, already in [0, 1], had entered [0, 1, 2] too.
+    let line0 = out0
+        .lines()
+        .find(|l| l.contains("[0, 1, 2] failed"))
+        .unwrap_or_default();
+    assert_eq!(named_ranks(line0), [2], "{out0}");
+    let took: u64 = line0
+        .split("failed in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(took >= timeout_ms, "rank 0 gave up after {took} ms: {out0}");
+    // Rank 1 knew rank 2 was gone and failed [0, 1, 2] well before that.
+    let line1 = out1
+        .lines()
+        .find(|l| l.contains("[0, 1, 2] failed"))
+        .unwrap_or_default();
+    assert_eq!(named_ranks(line1), [2], "{out1}");
+}
+
 /// Defines the suite's tests for one backend: `backend_suite!(ENV)` or
 /// `backend_suite!(ENV, ignore = "why")`.
 #[macro_export]
@@ -267,6 +328,12 @@ macro_rules! backend_suite {
         $(#[ignore = $why])?
         fn a_rank_killed_in_a_barrier_loop_is_named_by_the_others() {
             suite::a_rank_killed_in_a_barrier_loop_is_named_by_the_others($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one() {
+            suite::a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one($env);
         }
 
         #[test]
