@@ -7,6 +7,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use cargo_metadata::TargetKind;
+
 use crate::failure::{Failure, Result};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
@@ -69,11 +71,11 @@ impl Program {
         ["build", "-p", package, kind, name, "--message-format=json"]
     }
 
-    /// The cargo target kind of the executable (`example`, `bin`).
-    fn kind(self) -> &'static str {
+    /// The cargo target kind of the executable.
+    fn kind(self) -> TargetKind {
         match self {
-            Program::Example { .. } => "example",
-            Program::Bin { .. } => "bin",
+            Program::Example { .. } => TargetKind::Example,
+            Program::Bin { .. } => TargetKind::Bin,
         }
     }
 }
@@ -177,7 +179,7 @@ pub(crate) fn build(program: Program, release: bool) -> Result<PathBuf> {
     }
     cargo_artifacts::build(&mut build)?
         .into_iter()
-        .find(|e| e.target_name == program.name() && e.kinds.iter().any(|k| k == program.kind()))
+        .find(|e| e.target_name == program.name() && e.kinds.contains(&program.kind()))
         .map(|e| e.path)
         .ok_or_else(|| {
             Failure::new(format!(
@@ -289,6 +291,6 @@ mod tests {
                 "--message-format=json"
             ]
         );
-        assert_eq!(DEMOS[2].program.kind(), "example");
+        assert_eq!(DEMOS[2].program.kind(), TargetKind::Example);
     }
 }

@@ -1,8 +1,8 @@
 //! `cargo xtask`: ferrovia's project automation. Subcommands: `deps`,
 //! `softroce`, `vm`, `test`, `ci`, `demo`, `bench` (see `cargo xtask
 //! --help`).
-//! Dependencies are std plus libc only, so it builds on a bare machine
-//! before any RDMA package is installed.
+//! Its dependencies are pure-Rust crates, so it builds before `cargo
+//! xtask deps` has installed the RDMA and UCX packages.
 
 #[macro_use]
 mod out;
@@ -15,7 +15,6 @@ mod demo;
 mod deps;
 mod device_tests;
 mod failure;
-mod json;
 mod layering;
 mod libtest;
 mod ranks;

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use cargo_metadata::TargetKind;
+
 use crate::device_tests::{self, TestBinary};
 use crate::failure::{Failure, Result, io_failure};
 use crate::libtest::Tally;
@@ -264,14 +266,14 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let built = cargo_artifacts::build(&mut build)?;
     let rank_program = built
         .iter()
-        .find(|e| !e.is_test && e.target_name == RANK_PROGRAM && e.kinds.iter().any(|k| k == "bin"))
+        .find(|e| !e.is_test && e.target_name == RANK_PROGRAM && e.kinds.contains(&TargetKind::Bin))
         .map(|e| e.path.clone());
     let tests: Vec<TestBinary> = built
         .into_iter()
         .filter(|e| e.is_test)
         .map(|e| TestBinary {
             path: e.path,
-            package_dir: e.package_dir,
+            package_dir: Some(e.package_dir),
         })
         .collect();
     if tests.is_empty() {
