@@ -2,12 +2,13 @@
 //! 1 ignored; ...`), the only stable part of a test binary's output, from
 //! commands whose stdout is shown live and counted at the same time.
 
-use std::io::Read;
 use std::ops::AddAssign;
 use std::process::{Command, ExitStatus, Stdio};
 
 use crate::cmd;
 use crate::failure::{Failure, Result};
+use crate::out::Sink;
+use crate::process::read_chunks;
 
 /// Test counts of one or more test binaries.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +127,7 @@ pub(crate) struct Counted {
 /// inherited untouched (cargo's progress and colours stay). A closed stdout
 /// of ours does not stop the command: its output is then only counted.
 pub(crate) fn run_counting(cmd: &mut Command) -> Result<Counted> {
-    run_counting_into(cmd, &mut crate::out::raw)
+    run_counting_into(cmd, &mut |data| Sink::Stdout.write(data))
 }
 
 /// [`run_counting`] with the output passed to `echo` instead of stdout.
@@ -137,19 +138,11 @@ fn run_counting_into(cmd: &mut Command, echo: &mut dyn FnMut(&[u8])) -> Result<C
         .spawn()
         .map_err(|e| Failure::new(format!("cannot run `{}`: {e}", cmd::describe(cmd))))?;
     let mut counter = Counter::default();
-    if let Some(mut stdout) = child.stdout.take() {
-        let mut buf = [0u8; 8192];
-        loop {
-            match stdout.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    echo(&buf[..n]);
-                    counter.feed(&buf[..n]);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+    if let Some(stdout) = child.stdout.take() {
+        read_chunks(stdout, |chunk| {
+            echo(chunk);
+            counter.feed(chunk);
+        });
     }
     let status = child
         .wait()

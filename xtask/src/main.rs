@@ -17,6 +17,7 @@ mod device_tests;
 mod failure;
 mod layering;
 mod libtest;
+mod process;
 mod ranks;
 mod rdma_devices;
 mod signals;

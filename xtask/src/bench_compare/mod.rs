@@ -221,13 +221,7 @@ fn verbs_in_vm(
         )),
         Err(failure) => notes.push(format!("the verbs sweep in the VM failed: {failure}")),
     }
-    if let Some(signal) = signals::received() {
-        return Err(Failure::with_status(
-            format!("stopped by signal {signal}"),
-            128 + signal as u8,
-        ));
-    }
-    Ok(())
+    signals::check()
 }
 
 fn results_file() -> PathBuf {

@@ -1,11 +1,9 @@
-//! The qemu command line, and a guard that guarantees no qemu outlives xtask.
+//! The qemu command line.
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
-use crate::cmd;
-use crate::failure::{Failure, Result};
 use crate::vm::guest::{Guest, GuestNet};
 use crate::vm::kernel::Kernel;
 use crate::vm::run_dir::RunDir;
@@ -181,45 +179,6 @@ fn escape(path: &Path) -> OsString {
         }
     }
     OsString::from_vec(bytes)
-}
-
-/// A running qemu. It dies with xtask: PR_SET_PDEATHSIG covers SIGKILL of
-/// xtask, and dropping the guard (every other exit path) kills and reaps it.
-pub(crate) struct Qemu {
-    child: Option<Child>,
-}
-
-impl Qemu {
-    pub(crate) fn spawn(mut qemu: Command) -> Result<Qemu> {
-        // Dies with xtask; its own process group: a Ctrl-C reaches xtask,
-        // which then stops qemu itself, in order.
-        cmd::die_with_xtask(&mut qemu);
-        let child = qemu
-            .spawn()
-            .map_err(|e| Failure::new(format!("cannot start qemu-system-x86_64: {e}")))?;
-        Ok(Qemu { child: Some(child) })
-    }
-
-    /// The exit status, once qemu has exited.
-    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    /// Kills qemu (if still running) and reaps it.
-    pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 #[cfg(test)]
