@@ -1,6 +1,6 @@
 //! `cargo xtask bench barrier`: the barrier algorithms of `ferrovia-node`
-//! against each other; `cargo xtask bench --compare` (or `compare`) is
-//! [`crate::bench_compare`]. Builds `ferrovia-rank` optimized, runs
+//! against each other (`cargo xtask bench --compare` is
+//! [`crate::bench_compare`]). Builds `ferrovia-rank` optimized, runs
 //! `ferrovia-rank barrier-bench ALGO 200` as 2, 4, 8 and 16 ranks of one job
 //! for every algorithm, all in one VM boot (or on the host's RDMA device),
 //! and prints the medians and the p99s as two markdown tables.
@@ -9,7 +9,6 @@
 //! PROGRAM`): the guest appends one record per run to FILE in the shared
 //! workspace, which the host reads once the VM is gone.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,7 +18,7 @@ use crate::demo::{self, Program};
 use crate::failure::{Failure, Result, io_failure};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{bench_compare, deps, rdma_devices, signals, workspace};
+use crate::{deps, rdma_devices, signals, workspace};
 
 /// The table's columns, as `ferrovia-rank barrier-bench` names them.
 const ALGORITHMS: [&str; 3] = ["dissemination", "centralized", "tree"];
@@ -36,22 +35,8 @@ const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// vCPUs of the VM (the `cargo xtask vm` default for one guest).
 const VM_CPUS: u32 = 2;
 
-const USAGE: &str = "usage: cargo xtask bench barrier|--compare";
-
-/// `cargo xtask bench ...`.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    match args {
-        [what] if what == "barrier" => barrier(),
-        [what] if what == "--compare" || what == "compare" => bench_compare::command(),
-        [what] if what == "-h" || what == "--help" => {
-            say!("{USAGE}");
-            Ok(0)
-        }
-        _ => Err(Failure::with_status(USAGE, 2)),
-    }
-}
-
-fn barrier() -> Result<u8> {
+/// `cargo xtask bench barrier`.
+pub(crate) fn barrier() -> Result<u8> {
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
     let program = demo::build(
@@ -130,15 +115,9 @@ fn results_file() -> PathBuf {
 
 /// `xtask bench-barrier-sweep FILE PROGRAM` (hidden): the sweep itself, as
 /// `cargo xtask bench barrier` runs it inside the VM.
-pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
-    let [file, program] = args else {
-        return Err(Failure::with_status(
-            "usage: xtask bench-barrier-sweep FILE PROGRAM",
-            2,
-        ));
-    };
+pub(crate) fn sweep_command(file: &Path, program: &Path) -> Result<u8> {
     signals::catch_termination();
-    if sweep(Path::new(program), Path::new(file))? {
+    if sweep(program, file)? {
         Ok(0)
     } else {
         Err(Failure::new("some barrier runs failed"))

@@ -122,38 +122,20 @@ const RANKS_TIMEOUT: Duration = Duration::from_secs(600);
 /// The VM run of a demo, boot retries included.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
 
-fn usage() -> String {
-    let names: Vec<&str> = DEMOS.iter().map(|d| d.name).collect();
-    format!(
-        "usage: cargo xtask demo [{}|all] (default: {})",
-        names.join("|"),
-        DEMOS[0].name
-    )
+/// The default demo, README's main job (the first of [`DEMOS`]).
+pub(crate) const DEFAULT: &str = "node";
+
+/// What `cargo xtask demo` accepts: a demo's name, or `all`.
+pub(crate) fn names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(DEMOS.iter().map(|d| d.name).chain(["all"]))
 }
 
-/// The demos `args` ask for; `None` for `--help`.
-fn select(args: &[OsString]) -> Result<Option<Vec<&'static Demo>>> {
-    match args {
-        [] => Ok(Some(vec![&DEMOS[0]])),
-        [name] if name == "all" => Ok(Some(DEMOS.iter().collect())),
-        [name] if name == "-h" || name == "--help" => Ok(None),
-        [name] => DEMOS
-            .iter()
-            .find(|d| name == d.name)
-            .map(|d| Some(vec![d]))
-            .ok_or_else(|| {
-                Failure::with_status(format!("no demo {}\n{}", name.display(), usage()), 2)
-            }),
-        _ => Err(Failure::with_status(usage(), 2)),
-    }
-}
-
-/// `cargo xtask demo [NAME|all]`.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    let Some(demos) = select(args)? else {
-        say!("{}", usage());
-        return Ok(0);
-    };
+/// `cargo xtask demo NAME` (a name [`names`] accepts).
+pub(crate) fn command(name: &str) -> Result<u8> {
+    let demos: Vec<&Demo> = DEMOS
+        .iter()
+        .filter(|d| name == "all" || name == d.name)
+        .collect();
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
     for demo in demos {
@@ -251,27 +233,17 @@ pub(crate) fn xtask_exe() -> Result<OsString> {
 mod tests {
     use super::*;
 
-    fn os(words: &[&str]) -> Vec<OsString> {
-        words.iter().map(OsString::from).collect()
-    }
-
     #[test]
     fn the_node_demo_is_the_default_and_pingpong_stays() {
-        let names = |args: &[&str]| -> Vec<&str> {
-            select(&os(args))
-                .unwrap()
-                .unwrap()
-                .iter()
-                .map(|d| d.name)
-                .collect()
-        };
-        assert_eq!(names(&[]), ["node"]);
-        assert_eq!(names(&["pingpong"]), ["pingpong"]);
-        assert_eq!(names(&["all"]), ["node", "node-softroce", "pingpong"]);
+        assert_eq!(DEMOS[0].name, DEFAULT);
         assert_eq!(DEMOS[0].place, Place::Host, "the main job needs no VM");
-        assert_eq!(select(&os(&["nope"])).unwrap_err().status(), 2);
-        assert_eq!(select(&os(&["a", "b"])).unwrap_err().status(), 2);
-        assert!(select(&os(&["--help"])).unwrap().is_none());
+        use clap::builder::TypedValueParser;
+        let names: Vec<String> = names()
+            .possible_values()
+            .unwrap()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(names, ["node", "node-softroce", "pingpong", "all"]);
     }
 
     #[test]

@@ -214,10 +214,9 @@ fn free_port() -> Result<u16> {
 /// `xtask ranks [--timeout SECS] N PROGRAM [ARGS...]` (hidden): runs one job
 /// and exits with the status of the rank that failed first. `cargo xtask
 /// demo` runs it inside the VM.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    let job = parse_args(args)?;
+pub(crate) fn command(job: &Job) -> Result<u8> {
     signals::catch_termination();
-    run(&job)?.verdict().map(|()| 0)
+    run(job)?.verdict().map(|()| 0)
 }
 
 /// The arguments of `xtask ranks` for `job` (its `env` is not passed: the
@@ -233,34 +232,6 @@ pub(crate) fn to_args(job: &Job) -> Vec<OsString> {
     args
 }
 
-/// Inverse of [`to_args`].
-fn parse_args(args: &[OsString]) -> Result<Job> {
-    let usage =
-        || Failure::with_status("usage: xtask ranks [--timeout SECS] N PROGRAM [ARGS...]", 2);
-    let mut rest = args;
-    let mut timeout = TIMEOUT;
-    if rest.first().is_some_and(|a| a == "--timeout") {
-        let secs = rest
-            .get(1)
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.parse::<u64>().ok())
-            .filter(|&s| s > 0)
-            .ok_or_else(usage)?;
-        timeout = Duration::from_secs(secs);
-        rest = &rest[2..];
-    }
-    let ranks = rest
-        .first()
-        .and_then(|s| s.to_str())
-        .and_then(|s| s.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .ok_or_else(usage)?;
-    let program = rest.get(1).ok_or_else(usage)?;
-    let mut job = Job::new(PathBuf::from(program), ranks, rest[2..].to_vec());
-    job.timeout = timeout;
-    Ok(job)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,24 +245,6 @@ mod tests {
         job.timeout = Duration::from_secs(20);
         job.peer_grace = Duration::from_millis(300);
         job
-    }
-
-    #[test]
-    fn arguments_round_trip() {
-        let mut j = job("/t/ferrovia-rank", 4, &["demo", "--x"]);
-        j.peer_grace = PEER_GRACE;
-        assert_eq!(parse_args(&to_args(&j)).unwrap(), j);
-        let bare: Vec<OsString> = ["2", "/bin/true"].iter().map(OsString::from).collect();
-        assert_eq!(parse_args(&bare).unwrap().timeout, TIMEOUT);
-        for bad in [
-            &["--timeout", "0", "2", "p"][..],
-            &["x", "p"],
-            &["0", "p"],
-            &["3"],
-        ] {
-            let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
-            assert!(parse_args(&bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -273,7 +273,7 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
         .filter(|e| e.is_test)
         .map(|e| TestBinary {
             path: e.path,
-            package_dir: Some(e.package_dir),
+            package_dir: e.package_dir,
         })
         .collect();
     if tests.is_empty() {

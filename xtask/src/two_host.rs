@@ -96,10 +96,7 @@ fn run_pair(program: Option<&Path>) -> Result<()> {
 }
 
 /// `xtask two-host` (hidden): builds `ferrovia-rank` and runs the test.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    if !args.is_empty() {
-        return Err(Failure::with_status("usage: xtask two-host", 2));
-    }
+pub(crate) fn command() -> Result<u8> {
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
     if let Some(reason) = skip_reason() {

@@ -25,13 +25,13 @@ mod report;
 
 use crate::bench::append;
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use self::pair::{Limits, Ports};
 use self::parse::{Outcome, Record};
-use self::plan::{Case, Tool, Transport};
+pub(crate) use self::plan::Transport;
+use self::plan::{Case, Tool};
 use crate::demo::{self, Program};
 use crate::failure::{Failure, Result, io_failure};
 use crate::vm::{self, VmOptions};
@@ -235,36 +235,19 @@ fn results_file() -> PathBuf {
 /// `verbs`), on `$SOFTROCE_DEV` (default rxe0), with `--barrier`: then the
 /// barrier sweep of `ferrovia-rank` RANK gets what is left of the budget.
 /// `ucx-tcp` and `ucx-sm` run the UCX pairs alone.
-pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
-    let usage = || {
-        Failure::with_status(
-            "usage: xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK] \
-             [verbs|ucx-tcp|ucx-sm...]",
-            2,
-        )
-    };
-    let [file, perf, budget, rest @ ..] = args else {
-        return Err(usage());
-    };
-    let budget = budget
-        .to_str()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(usage)?;
-    let (rank, rest) = match rest {
-        [flag, program, after @ ..] if flag == "--barrier" => (Some(Path::new(program)), after),
-        _ => (None, rest),
-    };
-    let mut transports = rest
-        .iter()
-        .map(|t| t.to_str().and_then(Transport::from_key).ok_or_else(usage))
-        .collect::<Result<Vec<_>>>()?;
+pub(crate) fn sweep_command(
+    file: &Path,
+    perf: &Path,
+    budget: Duration,
+    rank: Option<&Path>,
+    mut transports: Vec<Transport>,
+) -> Result<u8> {
     if transports.is_empty() {
         transports.push(Transport::Verbs);
     }
-    let deadline = Instant::now() + Duration::from_secs(budget);
+    let deadline = Instant::now() + budget;
     signals::catch_termination();
     let device = std::env::var("SOFTROCE_DEV").unwrap_or_else(|_| "rxe0".into());
-    let file = Path::new(file);
     if transports.contains(&Transport::Verbs) {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         append(file, &parse::to_info("guest_kernel", &kernel))?;
@@ -276,7 +259,7 @@ pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
     }
     let on_host = transports.iter().all(|t| t.ucx_tls().is_some());
     let sweep = Sweep {
-        perf: Path::new(perf),
+        perf,
         device: &device,
         file,
         transports: &transports,

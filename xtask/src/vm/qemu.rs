@@ -16,7 +16,7 @@ const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=o
                            acpi=noirq cryptomgr.notests oops=panic dummy.numdummies=0";
 
 /// How qemu runs the guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Accel {
     /// KVM only if the CPU has vmx/svm and /dev/kvm is usable, else TCG.
     Auto,
@@ -25,15 +25,6 @@ pub(crate) enum Accel {
 }
 
 impl Accel {
-    pub(crate) fn parse(text: &str) -> Option<Accel> {
-        match text {
-            "auto" => Some(Accel::Auto),
-            "tcg" => Some(Accel::Tcg),
-            "kvm" => Some(Accel::Kvm),
-            _ => None,
-        }
-    }
-
     /// `Auto` made concrete. (/dev/kvm can exist without vmx/svm, e.g. on a
     /// PVM-style nested host whose KVM only runs PVM guests: a stock kernel
     /// hangs or dies there, so the CPU flags decide.)
@@ -195,9 +186,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_accel() {
-        assert_eq!(Accel::parse("tcg"), Some(Accel::Tcg));
-        assert_eq!(Accel::parse("xen"), None);
+    fn a_chosen_accel_stays() {
         assert_eq!(Accel::Tcg.resolve(), Accel::Tcg);
     }
 }
