@@ -1,6 +1,6 @@
-//! The executables cargo builds, read from its `--message-format=json`
-//! messages (parsed by cargo_metadata) instead of guessing paths under
-//! `target/`.
+//! What cargo builds: a program by name, and the executables of a build,
+//! read from cargo's `--message-format=json` messages (parsed by
+//! cargo_metadata) instead of guessing paths under `target/`.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -22,6 +22,75 @@ pub(crate) struct Executable {
     pub(crate) path: PathBuf,
     /// The package's directory (cargo runs tests there).
     pub(crate) package_dir: PathBuf,
+}
+
+/// What cargo builds for a demo (or a benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Program {
+    /// `cargo build -p PACKAGE --example NAME`.
+    Example {
+        package: &'static str,
+        name: &'static str,
+    },
+    /// `cargo build -p PACKAGE --bin NAME`.
+    Bin {
+        package: &'static str,
+        name: &'static str,
+    },
+}
+
+/// `ferrovia-rank`: one rank of the demo, the barrier benchmark and the
+/// two-host test.
+pub(crate) const RANK: Program = Program::Bin {
+    package: "ferrovia-node",
+    name: "ferrovia-rank",
+};
+
+impl Program {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Program::Example { name, .. } | Program::Bin { name, .. } => name,
+        }
+    }
+
+    /// The cargo build arguments, JSON messages included.
+    fn build_args(self) -> [&'static str; 6] {
+        let (package, kind, name) = match self {
+            Program::Example { package, name } => (package, "--example", name),
+            Program::Bin { package, name } => (package, "--bin", name),
+        };
+        ["build", "-p", package, kind, name, "--message-format=json"]
+    }
+
+    /// The cargo target kind of the executable.
+    fn kind(self) -> TargetKind {
+        match self {
+            Program::Example { .. } => TargetKind::Example,
+            Program::Bin { .. } => TargetKind::Bin,
+        }
+    }
+}
+
+/// Builds `program` (optimized with `release`) and returns the
+/// executable's path.
+pub(crate) fn build_program(program: Program, release: bool) -> Result<PathBuf> {
+    let mut build = cmd::cargo();
+    build.args(program.build_args());
+    if release {
+        build.arg("--release");
+    }
+    self::build(&mut build)?
+        .into_iter()
+        .find(|e| e.target_name == program.name() && e.kinds.contains(&program.kind()))
+        .map(|e| e.path)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "`{}` built no {} {}",
+                cmd::describe(&build),
+                program.kind(),
+                program.name()
+            ))
+        })
 }
 
 /// Runs `cargo` (which must have `--message-format=json` among its args),
@@ -95,5 +164,26 @@ mod tests {
         assert_eq!(found[1].target_name, "rc_pingpong");
         assert_eq!(found[1].kinds, [TargetKind::Example]);
         assert!(!found[1].is_test);
+    }
+
+    #[test]
+    fn programs_are_built_by_target() {
+        assert_eq!(
+            RANK.build_args(),
+            [
+                "build",
+                "-p",
+                "ferrovia-node",
+                "--bin",
+                "ferrovia-rank",
+                "--message-format=json"
+            ]
+        );
+        let example = Program::Example {
+            package: "ferrovia-verbs",
+            name: "rc_pingpong",
+        };
+        assert_eq!(example.build_args()[3], "--example");
+        assert_eq!(example.kind(), TargetKind::Example);
     }
 }

@@ -83,6 +83,14 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// This xtask binary, to run a hidden subcommand of it inside the VM (the
+/// guest sees the host's filesystem, so the same path works there).
+pub(crate) fn xtask_exe() -> Result<std::ffi::OsString> {
+    std::env::current_exe()
+        .map(PathBuf::into_os_string)
+        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))
+}
+
 /// Whether xtask runs as root (needed for apt-get, modprobe, rdma link).
 pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid() has no preconditions and cannot fail.

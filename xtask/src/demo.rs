@@ -4,15 +4,13 @@
 //! RDMA device if it has one, else inside the VM.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use cargo_metadata::TargetKind;
-
+use crate::cargo_artifacts::{self, Program, RANK};
 use crate::failure::{Failure, Result};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, rdma_devices, signals, workspace};
+use crate::{cmd, deps, rdma_devices, signals, workspace};
 
 /// One demonstration.
 #[derive(Debug)]
@@ -40,55 +38,12 @@ enum Place {
     Vm,
 }
 
-/// What cargo builds for a demo (or a benchmark).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Program {
-    /// `cargo build -p PACKAGE --example NAME`.
-    Example {
-        package: &'static str,
-        name: &'static str,
-    },
-    /// `cargo build -p PACKAGE --bin NAME`.
-    Bin {
-        package: &'static str,
-        name: &'static str,
-    },
-}
-
-impl Program {
-    fn name(self) -> &'static str {
-        match self {
-            Program::Example { name, .. } | Program::Bin { name, .. } => name,
-        }
-    }
-
-    /// The cargo build arguments, JSON messages included.
-    fn build_args(self) -> [&'static str; 6] {
-        let (package, kind, name) = match self {
-            Program::Example { package, name } => (package, "--example", name),
-            Program::Bin { package, name } => (package, "--bin", name),
-        };
-        ["build", "-p", package, kind, name, "--message-format=json"]
-    }
-
-    /// The cargo target kind of the executable.
-    fn kind(self) -> TargetKind {
-        match self {
-            Program::Example { .. } => TargetKind::Example,
-            Program::Bin { .. } => TargetKind::Bin,
-        }
-    }
-}
-
 /// The first is the default; add new demos here.
 const DEMOS: &[Demo] = &[
     Demo {
         name: "node",
         title: "a 4-rank ferrovia Node job: rendezvous, send/recv, RDMA write and read, barriers",
-        program: Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
+        program: RANK,
         args: &["demo"],
         ranks: 4,
         place: Place::Host,
@@ -96,10 +51,7 @@ const DEMOS: &[Demo] = &[
     Demo {
         name: "node-softroce",
         title: "the same 4-rank job over verbs on soft-RoCE in the VM",
-        program: Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
+        program: RANK,
         args: &["demo"],
         ranks: 4,
         place: Place::Vm,
@@ -151,30 +103,8 @@ pub(crate) fn command(name: &str) -> Result<u8> {
     Ok(0)
 }
 
-/// Builds `program` (optimized with `release`) and returns the
-/// executable's path.
-pub(crate) fn build(program: Program, release: bool) -> Result<PathBuf> {
-    let mut build = cmd::cargo();
-    build.args(program.build_args());
-    if release {
-        build.arg("--release");
-    }
-    cargo_artifacts::build(&mut build)?
-        .into_iter()
-        .find(|e| e.target_name == program.name() && e.kinds.contains(&program.kind()))
-        .map(|e| e.path)
-        .ok_or_else(|| {
-            Failure::new(format!(
-                "`{}` built no {} {}",
-                cmd::describe(&build),
-                program.kind(),
-                program.name()
-            ))
-        })
-}
-
 fn run_demo(demo: &Demo) -> Result<u8> {
-    let program = build(demo.program, false)?;
+    let program = cargo_artifacts::build_program(demo.program, false)?;
     let args: Vec<OsString> = demo.args.iter().map(OsString::from).collect();
     let here = match demo.place {
         Place::Host => true,
@@ -198,7 +128,7 @@ fn run_demo(demo: &Demo) -> Result<u8> {
             demo.ranks,
             demo.program.name()
         );
-        let mut command = vec![xtask_exe()?, "ranks".into()];
+        let mut command = vec![cmd::xtask_exe()?, "ranks".into()];
         command.extend(ranks::to_args(&job));
         return vm::run(&vm_options(command));
     }
@@ -221,14 +151,6 @@ fn vm_options(command: Vec<OsString>) -> VmOptions {
     options
 }
 
-/// This xtask binary, to run a hidden subcommand of it inside the VM (the
-/// guest sees the host's filesystem, so the same path works there).
-pub(crate) fn xtask_exe() -> Result<OsString> {
-    std::env::current_exe()
-        .map(PathBuf::into_os_string)
-        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,22 +169,10 @@ mod tests {
     }
 
     #[test]
-    fn demo_names_are_unique_and_builds_are_well_formed() {
+    fn demo_names_are_unique() {
         for (i, demo) in DEMOS.iter().enumerate() {
             assert!(DEMOS[..i].iter().all(|d| d.name != demo.name));
             assert!(demo.ranks >= 1);
         }
-        assert_eq!(
-            DEMOS[0].program.build_args(),
-            [
-                "build",
-                "-p",
-                "ferrovia-node",
-                "--bin",
-                "ferrovia-rank",
-                "--message-format=json"
-            ]
-        );
-        assert_eq!(DEMOS[2].program.kind(), TargetKind::Example);
     }
 }

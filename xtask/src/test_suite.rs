@@ -8,17 +8,19 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use cargo_metadata::TargetKind;
 
+use crate::cargo_artifacts::{self, RANK};
 use crate::device_tests::{self, TestBinary};
-use crate::failure::{Failure, Result, io_failure};
+use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
 use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, layering, libtest, rdma_devices, two_host, workspace};
+use crate::workspace::{self, ScratchFile};
+use crate::{cmd, deps, layering, libtest, rdma_devices, two_host};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,9 +254,6 @@ struct Built {
     rank_program: Option<PathBuf>,
 }
 
-/// The binary target the two-host test runs.
-const RANK_PROGRAM: &str = "ferrovia-rank";
-
 /// Builds the test executables (`cargo test --no-run`) and lists them.
 fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let mut build = cmd::cargo();
@@ -266,7 +265,7 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let built = cargo_artifacts::build(&mut build)?;
     let rank_program = built
         .iter()
-        .find(|e| !e.is_test && e.target_name == RANK_PROGRAM && e.kinds.contains(&TargetKind::Bin))
+        .find(|e| !e.is_test && e.target_name == RANK.name() && e.kinds.contains(&TargetKind::Bin))
         .map(|e| e.path.clone());
     let tests: Vec<TestBinary> = built
         .into_iter()
@@ -306,47 +305,31 @@ fn device_tests_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Ta
     }
 }
 
-/// The guest writes its totals into the current directory, the workspace
-/// root, which the VM shares read-write (a `CARGO_TARGET_DIR` elsewhere
-/// would be read-only in the guest, so not the real target dir).
-fn totals_file() -> PathBuf {
-    workspace::root()
-        .join("target")
-        .join("xtask")
-        .join(format!("device-totals-{}", std::process::id()))
-}
-
 fn device_tests_in_vm(
     binaries: &[TestBinary],
     test_args: &[OsString],
 ) -> Result<(Tally, Result<()>)> {
-    let me = std::env::current_exe()
-        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))?;
-    let totals = totals_file();
-    if let Some(dir) = totals.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
-    }
-    let _ = std::fs::remove_file(&totals);
-    let mut command = vec![me.into_os_string(), "device-tests".into()];
-    command.extend(device_tests::to_args(Some(&totals), binaries, test_args));
+    // The guest writes its totals there; the host reads them once the VM
+    // is gone.
+    let totals = ScratchFile::new("device-totals")?;
+    let mut command = vec![cmd::xtask_exe()?, "device-tests".into()];
+    command.extend(device_tests::to_args(
+        Some(totals.path()),
+        binaries,
+        test_args,
+    ));
     let status = vm::run(&VmOptions::new(command));
-    let tally = read_totals(&totals);
-    let _ = std::fs::remove_file(&totals);
+    let tally = Tally::from_totals_text(&totals.read());
     let result = match (status, tally) {
         (Ok(0), Some(_)) => Ok(()),
         (Ok(0), None) => Err(Failure::new(format!(
             "the device tests passed but left no totals in {}",
-            totals.display()
+            totals.path().display()
         ))),
         (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
         (Err(failure), _) => Err(failure),
     };
     Ok((tally.unwrap_or_default(), result))
-}
-
-fn read_totals(path: &Path) -> Option<Tally> {
-    Tally::from_totals_text(&std::fs::read_to_string(path).ok()?)
 }
 
 #[cfg(test)]
@@ -472,22 +455,6 @@ mod tests {
             .total(),
             6
         );
-    }
-
-    #[test]
-    fn reads_the_totals_the_guest_wrote() {
-        let dir = std::env::temp_dir().join(format!("xtask-totals-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("t");
-        assert_eq!(read_totals(&file), None);
-        let tally = Tally {
-            passed: 3,
-            failed: 0,
-            ignored: 0,
-        };
-        std::fs::write(&file, tally.to_totals_text()).unwrap();
-        assert_eq!(read_totals(&file), Some(tally));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::demo::{self, Program};
+use crate::cargo_artifacts::{self, RANK};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
 use crate::vm::{self, VmOptions};
@@ -103,13 +103,7 @@ pub(crate) fn command() -> Result<u8> {
         say!("xtask two-host: {reason}");
         return Ok(0);
     }
-    let program = demo::build(
-        Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
-        false,
-    )?;
+    let program = cargo_artifacts::build_program(RANK, false)?;
     say!("xtask two-host: {TITLE}");
     let (_, result) = run(Some(&program));
     result?;
