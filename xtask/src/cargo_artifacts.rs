@@ -62,6 +62,13 @@ impl Program {
         ["build", "-p", package, kind, name, "--message-format=json"]
     }
 
+    /// How to build it by hand (no path: it goes into generated documents).
+    pub(crate) fn cargo_line(self, release: bool) -> String {
+        let args = &self.build_args()[1..5];
+        let profile = if release { " --release" } else { "" };
+        format!("cargo build{profile} {}", args.join(" "))
+    }
+
     /// The cargo target kind of the executable.
     fn kind(self) -> TargetKind {
         match self {
@@ -184,6 +191,10 @@ mod tests {
             name: "rc_pingpong",
         };
         assert_eq!(example.build_args()[3], "--example");
+        assert_eq!(
+            RANK.cargo_line(true),
+            "cargo build --release -p ferrovia-node --bin ferrovia-rank"
+        );
         assert_eq!(example.kind(), TargetKind::Example);
     }
 }

@@ -145,7 +145,7 @@ pub(crate) fn command() -> Result<u8> {
              their time budget.\n"
         ));
     }
-    let machine = doc::machine(&info, &perf, started.elapsed());
+    let machine = doc::machine(&info, &PERF.cargo_line(true), started.elapsed());
     say!("\n{tables}");
     for note in &notes {
         say!("xtask bench: {note}");
