@@ -24,6 +24,8 @@ mod rdma_devices;
 mod signals;
 mod softroce;
 mod test_suite;
+#[cfg(test)]
+mod tidy;
 mod two_host;
 mod vm;
 mod workspace;
