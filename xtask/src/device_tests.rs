@@ -1,7 +1,8 @@
-//! `xtask device-tests` (hidden): runs already-built test binaries' ignored
-//! tests, the ones that need an RDMA device, one at a time, and sums up
-//! libtest's results. `cargo xtask test` runs it on the host when the host
-//! has a device, else inside one VM boot for all binaries.
+//! The device tests: already-built test binaries' ignored tests, the ones
+//! that need an RDMA device, run one at a time with libtest's results
+//! summed up. `cargo xtask test` runs them on the host when the host has a
+//! device, else inside one VM boot for all binaries (there as the hidden
+//! `xtask device-tests`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,9 @@ use std::time::Instant;
 
 use crate::failure::{Failure, Result, io_failure};
 use crate::libtest::{self, Tally};
-use crate::rdma_devices;
+use crate::vm::{self, VmOptions};
+use crate::workspace::ScratchFile;
+use crate::{cmd, rdma_devices};
 
 /// The variable naming the RDMA device, as the library reads it
 /// (`ferrovia_verbs::Context::open_default`).
@@ -72,6 +75,45 @@ pub(crate) fn command(
         };
     }
     result.map(|()| 0)
+}
+
+/// On the host if it has an RDMA device, else all binaries in one VM boot:
+/// xtask runs itself (`device-tests`) inside the guest, which sees the host's
+/// filesystem, so the same paths work there. Returns the counts with the
+/// verdict.
+pub(crate) fn run_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Tally, Result<()>) {
+    let devices = rdma_devices::host_devices();
+    if let Some(device) = devices.first() {
+        say!("xtask test: host RDMA device {device}: running the device tests here");
+        return run(binaries, test_args);
+    }
+    say!(
+        "xtask test: no RDMA device on this host: running the device tests in a VM (cargo xtask vm)"
+    );
+    match run_in_vm(binaries, test_args) {
+        Ok((tally, result)) => (tally, result),
+        Err(failure) => (Tally::default(), Err(failure)),
+    }
+}
+
+fn run_in_vm(binaries: &[TestBinary], test_args: &[OsString]) -> Result<(Tally, Result<()>)> {
+    // The guest writes its totals there; the host reads them once the VM
+    // is gone.
+    let totals = ScratchFile::new("device-totals")?;
+    let mut command = vec![cmd::xtask_exe()?, "device-tests".into()];
+    command.extend(to_args(Some(totals.path()), binaries, test_args));
+    let status = vm::run(&VmOptions::new(command));
+    let tally = Tally::from_totals_text(&totals.read());
+    let result = match (status, tally) {
+        (Ok(0), Some(_)) => Ok(()),
+        (Ok(0), None) => Err(Failure::new(format!(
+            "the device tests passed but left no totals in {}",
+            totals.path().display()
+        ))),
+        (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
+        (Err(failure), _) => Err(failure),
+    };
+    Ok((tally.unwrap_or_default(), result))
 }
 
 /// Runs the ignored tests of every binary and returns the summed counts with

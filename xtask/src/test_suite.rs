@@ -18,9 +18,7 @@ use crate::cargo_artifacts::{self, RANK};
 use crate::device_tests::{self, TestBinary};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
-use crate::vm::{self, VmOptions};
-use crate::workspace::{self, ScratchFile};
-use crate::{cmd, deps, layering, libtest, rdma_devices, two_host};
+use crate::{cmd, deps, layering, libtest, two_host, workspace};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +218,7 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
 
     steps.next("device tests");
     let built = build_device_tests(cargo_args)?;
-    let (tally, result) = device_tests_anywhere(&built.tests, test_args);
+    let (tally, result) = device_tests::run_anywhere(&built.tests, test_args);
     counts.device = settle(tally, result.is_ok());
     result?;
 
@@ -284,52 +282,6 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
         tests,
         rank_program,
     })
-}
-
-/// On the host if it has an RDMA device, else all binaries in one VM boot:
-/// xtask runs itself (`device-tests`) inside the guest, which sees the host's
-/// filesystem, so the same paths work there. Returns the counts with the
-/// verdict.
-fn device_tests_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Tally, Result<()>) {
-    let devices = rdma_devices::host_devices();
-    if let Some(device) = devices.first() {
-        say!("xtask test: host RDMA device {device}: running the device tests here");
-        return device_tests::run(binaries, test_args);
-    }
-    say!(
-        "xtask test: no RDMA device on this host: running the device tests in a VM (cargo xtask vm)"
-    );
-    match device_tests_in_vm(binaries, test_args) {
-        Ok((tally, result)) => (tally, result),
-        Err(failure) => (Tally::default(), Err(failure)),
-    }
-}
-
-fn device_tests_in_vm(
-    binaries: &[TestBinary],
-    test_args: &[OsString],
-) -> Result<(Tally, Result<()>)> {
-    // The guest writes its totals there; the host reads them once the VM
-    // is gone.
-    let totals = ScratchFile::new("device-totals")?;
-    let mut command = vec![cmd::xtask_exe()?, "device-tests".into()];
-    command.extend(device_tests::to_args(
-        Some(totals.path()),
-        binaries,
-        test_args,
-    ));
-    let status = vm::run(&VmOptions::new(command));
-    let tally = Tally::from_totals_text(&totals.read());
-    let result = match (status, tally) {
-        (Ok(0), Some(_)) => Ok(()),
-        (Ok(0), None) => Err(Failure::new(format!(
-            "the device tests passed but left no totals in {}",
-            totals.path().display()
-        ))),
-        (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
-        (Err(failure), _) => Err(failure),
-    };
-    Ok((tally.unwrap_or_default(), result))
 }
 
 #[cfg(test)]
