@@ -260,25 +260,6 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
     }
 }
 
-/// The name xtask's failures are prefixed with (`xtask test: ...`).
-pub(crate) fn name(cli: &Cli) -> &'static str {
-    match cli.command {
-        Command::Deps { .. } => "deps",
-        Command::Softroce { .. } => "softroce",
-        Command::Vm(_) => "vm",
-        Command::Test(_) => "test",
-        Command::Ci(_) => "ci",
-        Command::Demo { .. } => "demo",
-        Command::Bench { .. } => "bench",
-        Command::DeviceTests { .. } => "device-tests",
-        Command::Ranks { .. } => "ranks",
-        Command::BenchBarrierSweep { .. } => "bench-barrier-sweep",
-        Command::BenchCompareSweep { .. } => "bench-compare-sweep",
-        Command::Layering => "layering",
-        Command::TwoHost => "two-host",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     // Exits by itself on --help (0) and on a bad argument (2, naming it).
     let cli = cli::Cli::parse();
-    let name = cli::name(&cli);
+    // Parsed: the first argument is the subcommand (there are no global
+    // options), which prefixes failures (`xtask test: ...`).
+    let name = std::env::args().nth(1).unwrap_or_default();
     match cli::run(cli) {
         Ok(status) => ExitCode::from(status),
         Err(failure) => {
