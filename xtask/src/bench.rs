@@ -1,6 +1,6 @@
 //! `cargo xtask bench barrier`: the barrier algorithms of `ferrovia-node`
-//! against each other; `cargo xtask bench --compare` (or `compare`) is
-//! [`crate::bench_compare`]. Builds `ferrovia-rank` optimized, runs
+//! against each other (`cargo xtask bench --compare` is
+//! [`crate::bench_compare`]). Builds `ferrovia-rank` optimized, runs
 //! `ferrovia-rank barrier-bench ALGO 200` as 2, 4, 8 and 16 ranks of one job
 //! for every algorithm, all in one VM boot (or on the host's RDMA device),
 //! and prints the medians and the p99s as two markdown tables.
@@ -9,17 +9,16 @@
 //! PROGRAM`): the guest appends one record per run to FILE in the shared
 //! workspace, which the host reads once the VM is gone.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::demo::{self, Program};
-use crate::failure::{Failure, Result, io_failure};
+use crate::cargo_artifacts::{self, RANK};
+use crate::failure::{Failure, Result};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{bench_compare, deps, rdma_devices, signals, workspace};
+use crate::workspace::{ScratchFile, append_line};
+use crate::{cmd, deps, rdma_devices, signals, workspace};
 
 /// The table's columns, as `ferrovia-rank barrier-bench` names them.
 const ALGORITHMS: [&str; 3] = ["dissemination", "centralized", "tree"];
@@ -36,43 +35,18 @@ const VM_TIMEOUT: Duration = Duration::from_secs(1200);
 /// vCPUs of the VM (the `cargo xtask vm` default for one guest).
 const VM_CPUS: u32 = 2;
 
-const USAGE: &str = "usage: cargo xtask bench barrier|--compare";
-
-/// `cargo xtask bench ...`.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    match args {
-        [what] if what == "barrier" => barrier(),
-        [what] if what == "--compare" || what == "compare" => bench_compare::command(),
-        [what] if what == "-h" || what == "--help" => {
-            say!("{USAGE}");
-            Ok(0)
-        }
-        _ => Err(Failure::with_status(USAGE, 2)),
-    }
-}
-
-fn barrier() -> Result<u8> {
+/// `cargo xtask bench barrier`.
+pub(crate) fn barrier() -> Result<u8> {
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
-    let program = demo::build(
-        Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
-        true,
-    )?;
-    let file = results_file();
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
-    }
-    let _ = std::fs::remove_file(&file);
+    let program = cargo_artifacts::build_program(RANK, true)?;
+    let file = ScratchFile::new("bench-barrier")?;
     let devices = rdma_devices::host_devices();
     let (where_, result) = if let Some(device) = devices.first() {
         say!("xtask bench: host RDMA device {device}: running the barrier sweep here");
         signals::catch_termination();
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let result = sweep(&program, &file).map(|_| 0);
+        let result = sweep(&program, file.path()).map(|_| 0);
         (
             format!("this host, RDMA device {device}, {cpus} CPUs"),
             result,
@@ -84,9 +58,9 @@ fn barrier() -> Result<u8> {
              ({VM_CPUS} vCPUs under {accel}; cargo xtask vm)"
         );
         let command = vec![
-            demo::xtask_exe()?,
+            cmd::xtask_exe()?,
             "bench-barrier-sweep".into(),
-            file.clone().into(),
+            file.path().into(),
             program.into_os_string(),
         ];
         let mut options = VmOptions::new(command);
@@ -100,8 +74,7 @@ fn barrier() -> Result<u8> {
             vm::run(&options),
         )
     };
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let _ = std::fs::remove_file(&file);
+    let text = file.read();
     let measurements: Vec<Measurement> = text.lines().filter_map(parse_record).collect();
     say!("\n{}", report(&measurements, &where_));
     let status = result?;
@@ -115,30 +88,11 @@ fn barrier() -> Result<u8> {
     Ok(0)
 }
 
-/// Where a sweep leaves its records: `target/xtask/PREFIX-PID` in the
-/// workspace, which the VM shares read-write.
-pub(crate) fn results_file_named(prefix: &str) -> PathBuf {
-    workspace::root()
-        .join("target")
-        .join("xtask")
-        .join(format!("{prefix}-{}", std::process::id()))
-}
-
-fn results_file() -> PathBuf {
-    results_file_named("bench-barrier")
-}
-
 /// `xtask bench-barrier-sweep FILE PROGRAM` (hidden): the sweep itself, as
 /// `cargo xtask bench barrier` runs it inside the VM.
-pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
-    let [file, program] = args else {
-        return Err(Failure::with_status(
-            "usage: xtask bench-barrier-sweep FILE PROGRAM",
-            2,
-        ));
-    };
+pub(crate) fn sweep_command(file: &Path, program: &Path) -> Result<u8> {
     signals::catch_termination();
-    if sweep(Path::new(program), Path::new(file))? {
+    if sweep(program, file)? {
         Ok(0)
     } else {
         Err(Failure::new("some barrier runs failed"))
@@ -199,20 +153,10 @@ pub(crate) fn sweep_until(program: &Path, file: &Path, deadline: Option<Instant>
                 ranks,
                 result,
             };
-            append(file, &to_record(&measurement))?;
+            append_line(file, &to_record(&measurement))?;
         }
     }
     Ok(all_good)
-}
-
-/// Appends one record line to a sweep's results file.
-pub(crate) fn append(file: &Path, line: &str) -> Result<()> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .and_then(|mut f| writeln!(f, "{line}"))
-        .map_err(|e| io_failure(format!("cannot write {}", file.display()), e))
 }
 
 /// Rank 0's summary line: `barrier ranks=N median_us=X p99_us=Y`.

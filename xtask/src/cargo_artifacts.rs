@@ -1,12 +1,14 @@
-//! The executables cargo builds, read from `--message-format=json` output
-//! (one JSON object per line) instead of guessing paths under `target/`.
+//! What cargo builds: a program by name, and the executables of a build,
+//! read from cargo's `--message-format=json` messages (parsed by
+//! cargo_metadata) instead of guessing paths under `target/`.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use cargo_metadata::{Message, TargetKind};
+
 use crate::cmd;
 use crate::failure::{Failure, Result};
-use crate::json::Json;
 
 /// One built executable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,12 +16,88 @@ pub(crate) struct Executable {
     /// The cargo target's name (e.g. `rc_pingpong`, or the crate name).
     pub(crate) target_name: String,
     /// The target's kinds (`lib`, `bin`, `test`, `example`, ...).
-    pub(crate) kinds: Vec<String>,
+    pub(crate) kinds: Vec<TargetKind>,
     /// Whether it was built as a libtest harness (`profile.test`).
     pub(crate) is_test: bool,
     pub(crate) path: PathBuf,
     /// The package's directory (cargo runs tests there).
-    pub(crate) package_dir: Option<PathBuf>,
+    pub(crate) package_dir: PathBuf,
+}
+
+/// What cargo builds for a demo (or a benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Program {
+    /// `cargo build -p PACKAGE --example NAME`.
+    Example {
+        package: &'static str,
+        name: &'static str,
+    },
+    /// `cargo build -p PACKAGE --bin NAME`.
+    Bin {
+        package: &'static str,
+        name: &'static str,
+    },
+}
+
+/// `ferrovia-rank`: one rank of the demo, the barrier benchmark and the
+/// two-host test.
+pub(crate) const RANK: Program = Program::Bin {
+    package: "ferrovia-node",
+    name: "ferrovia-rank",
+};
+
+impl Program {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Program::Example { name, .. } | Program::Bin { name, .. } => name,
+        }
+    }
+
+    /// The cargo build arguments, JSON messages included.
+    fn build_args(self) -> [&'static str; 6] {
+        let (package, kind, name) = match self {
+            Program::Example { package, name } => (package, "--example", name),
+            Program::Bin { package, name } => (package, "--bin", name),
+        };
+        ["build", "-p", package, kind, name, "--message-format=json"]
+    }
+
+    /// How to build it by hand (no path: it goes into generated documents).
+    pub(crate) fn cargo_line(self, release: bool) -> String {
+        let args = &self.build_args()[1..5];
+        let profile = if release { " --release" } else { "" };
+        format!("cargo build{profile} {}", args.join(" "))
+    }
+
+    /// The cargo target kind of the executable.
+    fn kind(self) -> TargetKind {
+        match self {
+            Program::Example { .. } => TargetKind::Example,
+            Program::Bin { .. } => TargetKind::Bin,
+        }
+    }
+}
+
+/// Builds `program` (optimized with `release`) and returns the
+/// executable's path.
+pub(crate) fn build_program(program: Program, release: bool) -> Result<PathBuf> {
+    let mut build = cmd::cargo();
+    build.args(program.build_args());
+    if release {
+        build.arg("--release");
+    }
+    self::build(&mut build)?
+        .into_iter()
+        .find(|e| e.target_name == program.name() && e.kinds.contains(&program.kind()))
+        .map(|e| e.path)
+        .ok_or_else(|| {
+            Failure::new(format!(
+                "`{}` built no {} {}",
+                cmd::describe(&build),
+                program.kind(),
+                program.name()
+            ))
+        })
 }
 
 /// Runs `cargo` (which must have `--message-format=json` among its args),
@@ -37,38 +115,27 @@ pub(crate) fn build(cargo: &mut Command) -> Result<Vec<Executable>> {
             out.status
         )));
     }
-    Ok(executables_in(&String::from_utf8_lossy(&out.stdout)))
+    Ok(executables_in(&out.stdout))
 }
 
 /// The executables announced in cargo's JSON message stream.
-pub(crate) fn executables_in(messages: &str) -> Vec<Executable> {
-    let mut found: Vec<Executable> = messages
-        .lines()
-        .filter(|line| line.starts_with('{'))
-        .filter_map(|line| Json::parse(line).ok())
-        .filter(|msg| msg.get("reason").and_then(Json::as_str) == Some("compiler-artifact"))
-        .filter_map(|msg| {
-            let path = msg.get("executable")?.as_str()?;
-            let target = msg.get("target")?;
+pub(crate) fn executables_in(messages: &[u8]) -> Vec<Executable> {
+    let mut found: Vec<Executable> = Message::parse_stream(messages)
+        .filter_map(|message| match message.ok()? {
+            Message::CompilerArtifact(artifact) => Some(artifact),
+            _ => None,
+        })
+        .filter_map(|artifact| {
             Some(Executable {
-                target_name: target.get("name")?.as_str()?.to_string(),
-                kinds: target
-                    .get("kind")?
-                    .items()
-                    .iter()
-                    .filter_map(Json::as_str)
-                    .map(String::from)
-                    .collect(),
-                is_test: msg
-                    .get("profile")
-                    .and_then(|p| p.get("test"))
-                    .is_some_and(Json::is_true),
-                path: PathBuf::from(path),
-                package_dir: msg
-                    .get("manifest_path")
-                    .and_then(Json::as_str)
-                    .and_then(|m| std::path::Path::new(m).parent())
-                    .map(PathBuf::from),
+                path: artifact.executable?.into_std_path_buf(),
+                target_name: artifact.target.name,
+                kinds: artifact.target.kind,
+                is_test: artifact.profile.test,
+                package_dir: artifact
+                    .manifest_path
+                    .parent()
+                    .map(|dir| dir.as_std_path().to_path_buf())
+                    .unwrap_or_default(),
             })
         })
         .collect();
@@ -80,14 +147,14 @@ pub(crate) fn executables_in(messages: &str) -> Vec<Executable> {
 mod tests {
     use super::*;
 
+    /// Real cargo messages (paths shortened): a library without an
+    /// executable, its unit-test harness, an example, other messages.
     const MESSAGES: &str = concat!(
-        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/a#0.1.0","target":{"kind":["lib"],"crate_types":["lib"],"name":"a","src_path":"/w/a/src/lib.rs","test":true},"profile":{"opt_level":"0","debuginfo":2,"test":false},"features":[],"filenames":["/w/target/debug/liba.rlib"],"executable":null,"fresh":true}"#,
+        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/a#0.1.0","manifest_path":"/w/crates/a/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"a","src_path":"/w/crates/a/src/lib.rs","edition":"2024","doc":true,"doctest":true,"test":true},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":false},"features":[],"filenames":["/w/target/debug/liba.rlib"],"executable":null,"fresh":true}"#,
         "\n",
-        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/a#0.1.0","manifest_path":"/w/crates/a/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"a","src_path":"/w/a/src/lib.rs","test":true},"profile":{"opt_level":"0","debuginfo":2,"test":true},"features":[],"filenames":["/w/target/debug/deps/a-123"],"executable":"/w/target/debug/deps/a-123","fresh":false}"#,
+        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/a#0.1.0","manifest_path":"/w/crates/a/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"a","src_path":"/w/crates/a/src/lib.rs","edition":"2024","doc":true,"doctest":true,"test":true},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":true},"features":[],"filenames":["/w/target/debug/deps/a-123"],"executable":"/w/target/debug/deps/a-123","fresh":false}"#,
         "\n",
-        r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["test"],"crate_types":["bin"],"name":"loop back","src_path":"/w/a/tests/t.rs","test":true},"profile":{"test":true},"filenames":[],"executable":"/w/target/debug/deps/loop\"back-9","fresh":false}"#,
-        "\n",
-        r#"{"reason":"compiler-artifact","package_id":"x","target":{"kind":["example"],"crate_types":["bin"],"name":"rc_pingpong"},"profile":{"test":false},"executable":"/w/target/debug/examples/rc_pingpong","fresh":false}"#,
+        r#"{"reason":"compiler-artifact","package_id":"path+file:///w/crates/v#0.1.0","manifest_path":"/w/crates/v/Cargo.toml","target":{"kind":["example"],"crate_types":["bin"],"name":"rc_pingpong","src_path":"/w/crates/v/examples/rc_pingpong.rs","edition":"2024","doc":false,"doctest":false,"test":false},"profile":{"opt_level":"0","debuginfo":2,"debug_assertions":true,"overflow_checks":true,"test":false},"features":[],"filenames":["/w/target/debug/examples/rc_pingpong"],"executable":"/w/target/debug/examples/rc_pingpong","fresh":false}"#,
         "\n",
         r#"{"reason":"build-finished","success":true}"#,
         "\n",
@@ -96,23 +163,38 @@ mod tests {
 
     #[test]
     fn finds_test_executables_and_examples() {
-        let found = executables_in(MESSAGES);
-        let tests: Vec<_> = found
-            .iter()
-            .filter(|e| e.is_test)
-            .map(|e| e.path.to_str().unwrap())
-            .collect();
+        let found = executables_in(MESSAGES.as_bytes());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].is_test);
+        assert_eq!(found[0].path, PathBuf::from("/w/target/debug/deps/a-123"));
+        assert_eq!(found[0].package_dir, PathBuf::from("/w/crates/a"));
+        assert_eq!(found[1].target_name, "rc_pingpong");
+        assert_eq!(found[1].kinds, [TargetKind::Example]);
+        assert!(!found[1].is_test);
+    }
+
+    #[test]
+    fn programs_are_built_by_target() {
         assert_eq!(
-            tests,
+            RANK.build_args(),
             [
-                "/w/target/debug/deps/a-123",
-                "/w/target/debug/deps/loop\"back-9"
+                "build",
+                "-p",
+                "ferrovia-node",
+                "--bin",
+                "ferrovia-rank",
+                "--message-format=json"
             ]
         );
-        let example = found.iter().find(|e| e.kinds == ["example"]).unwrap();
-        assert_eq!(example.target_name, "rc_pingpong");
-        assert!(!example.is_test);
-        assert_eq!(found[0].package_dir, Some(PathBuf::from("/w/crates/a")));
-        assert_eq!(example.package_dir, None);
+        let example = Program::Example {
+            package: "ferrovia-verbs",
+            name: "rc_pingpong",
+        };
+        assert_eq!(example.build_args()[3], "--example");
+        assert_eq!(
+            RANK.cargo_line(true),
+            "cargo build --release -p ferrovia-node --bin ferrovia-rank"
+        );
+        assert_eq!(example.kind(), TargetKind::Example);
     }
 }

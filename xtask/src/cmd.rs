@@ -1,7 +1,6 @@
 //! Running host programs with error messages that say which command failed.
 
 use std::ffi::OsStr;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -84,28 +83,12 @@ pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-/// Makes the child of `command` die with xtask: PR_SET_PDEATHSIG=SIGKILL
-/// covers a SIGKILL of xtask, which no guard can catch. Its own process
-/// group keeps a terminal's Ctrl-C away from it: xtask catches the signal
-/// and stops the child itself, in order.
-pub(crate) fn die_with_xtask(command: &mut Command) {
-    let parent = std::process::id();
-    // SAFETY: the closure runs in the forked child before exec and only
-    // calls async-signal-safe functions (prctl, getppid); it allocates
-    // nothing (the error is a raw OS error).
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // xtask may have died before prctl took effect.
-            if libc::getppid() as u32 != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
-    command.process_group(0);
+/// This xtask binary, to run a hidden subcommand of it inside the VM (the
+/// guest sees the host's filesystem, so the same path works there).
+pub(crate) fn xtask_exe() -> Result<std::ffi::OsString> {
+    std::env::current_exe()
+        .map(PathBuf::into_os_string)
+        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))
 }
 
 /// Whether xtask runs as root (needed for apt-get, modprobe, rdma link).

@@ -4,13 +4,13 @@
 //! RDMA device if it has one, else inside the VM.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cargo_artifacts::{self, Program, RANK};
 use crate::failure::{Failure, Result};
 use crate::ranks::{self, Job};
 use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, rdma_devices, signals, workspace};
+use crate::{cmd, deps, rdma_devices, signals, workspace};
 
 /// One demonstration.
 #[derive(Debug)]
@@ -38,55 +38,12 @@ enum Place {
     Vm,
 }
 
-/// What cargo builds for a demo (or a benchmark).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Program {
-    /// `cargo build -p PACKAGE --example NAME`.
-    Example {
-        package: &'static str,
-        name: &'static str,
-    },
-    /// `cargo build -p PACKAGE --bin NAME`.
-    Bin {
-        package: &'static str,
-        name: &'static str,
-    },
-}
-
-impl Program {
-    fn name(self) -> &'static str {
-        match self {
-            Program::Example { name, .. } | Program::Bin { name, .. } => name,
-        }
-    }
-
-    /// The cargo build arguments, JSON messages included.
-    fn build_args(self) -> [&'static str; 6] {
-        let (package, kind, name) = match self {
-            Program::Example { package, name } => (package, "--example", name),
-            Program::Bin { package, name } => (package, "--bin", name),
-        };
-        ["build", "-p", package, kind, name, "--message-format=json"]
-    }
-
-    /// The cargo target kind of the executable (`example`, `bin`).
-    fn kind(self) -> &'static str {
-        match self {
-            Program::Example { .. } => "example",
-            Program::Bin { .. } => "bin",
-        }
-    }
-}
-
 /// The first is the default; add new demos here.
 const DEMOS: &[Demo] = &[
     Demo {
         name: "node",
         title: "a 4-rank ferrovia Node job: rendezvous, send/recv, RDMA write and read, barriers",
-        program: Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
+        program: RANK,
         args: &["demo"],
         ranks: 4,
         place: Place::Host,
@@ -94,10 +51,7 @@ const DEMOS: &[Demo] = &[
     Demo {
         name: "node-softroce",
         title: "the same 4-rank job over verbs on soft-RoCE in the VM",
-        program: Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
+        program: RANK,
         args: &["demo"],
         ranks: 4,
         place: Place::Vm,
@@ -120,38 +74,20 @@ const RANKS_TIMEOUT: Duration = Duration::from_secs(600);
 /// The VM run of a demo, boot retries included.
 const VM_TIMEOUT: Duration = Duration::from_secs(900);
 
-fn usage() -> String {
-    let names: Vec<&str> = DEMOS.iter().map(|d| d.name).collect();
-    format!(
-        "usage: cargo xtask demo [{}|all] (default: {})",
-        names.join("|"),
-        DEMOS[0].name
-    )
+/// The default demo, README's main job (the first of [`DEMOS`]).
+pub(crate) const DEFAULT: &str = "node";
+
+/// What `cargo xtask demo` accepts: a demo's name, or `all`.
+pub(crate) fn names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(DEMOS.iter().map(|d| d.name).chain(["all"]))
 }
 
-/// The demos `args` ask for; `None` for `--help`.
-fn select(args: &[OsString]) -> Result<Option<Vec<&'static Demo>>> {
-    match args {
-        [] => Ok(Some(vec![&DEMOS[0]])),
-        [name] if name == "all" => Ok(Some(DEMOS.iter().collect())),
-        [name] if name == "-h" || name == "--help" => Ok(None),
-        [name] => DEMOS
-            .iter()
-            .find(|d| name == d.name)
-            .map(|d| Some(vec![d]))
-            .ok_or_else(|| {
-                Failure::with_status(format!("no demo {}\n{}", name.display(), usage()), 2)
-            }),
-        _ => Err(Failure::with_status(usage(), 2)),
-    }
-}
-
-/// `cargo xtask demo [NAME|all]`.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    let Some(demos) = select(args)? else {
-        say!("{}", usage());
-        return Ok(0);
-    };
+/// `cargo xtask demo NAME` (a name [`names`] accepts).
+pub(crate) fn command(name: &str) -> Result<u8> {
+    let demos: Vec<&Demo> = DEMOS
+        .iter()
+        .filter(|d| name == "all" || name == d.name)
+        .collect();
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
     for demo in demos {
@@ -167,30 +103,8 @@ pub(crate) fn command(args: &[OsString]) -> Result<u8> {
     Ok(0)
 }
 
-/// Builds `program` (optimized with `release`) and returns the
-/// executable's path.
-pub(crate) fn build(program: Program, release: bool) -> Result<PathBuf> {
-    let mut build = cmd::cargo();
-    build.args(program.build_args());
-    if release {
-        build.arg("--release");
-    }
-    cargo_artifacts::build(&mut build)?
-        .into_iter()
-        .find(|e| e.target_name == program.name() && e.kinds.iter().any(|k| k == program.kind()))
-        .map(|e| e.path)
-        .ok_or_else(|| {
-            Failure::new(format!(
-                "`{}` built no {} {}",
-                cmd::describe(&build),
-                program.kind(),
-                program.name()
-            ))
-        })
-}
-
 fn run_demo(demo: &Demo) -> Result<u8> {
-    let program = build(demo.program, false)?;
+    let program = cargo_artifacts::build_program(demo.program, false)?;
     let args: Vec<OsString> = demo.args.iter().map(OsString::from).collect();
     let here = match demo.place {
         Place::Host => true,
@@ -214,7 +128,7 @@ fn run_demo(demo: &Demo) -> Result<u8> {
             demo.ranks,
             demo.program.name()
         );
-        let mut command = vec![xtask_exe()?, "ranks".into()];
+        let mut command = vec![cmd::xtask_exe()?, "ranks".into()];
         command.extend(ranks::to_args(&job));
         return vm::run(&vm_options(command));
     }
@@ -237,58 +151,28 @@ fn vm_options(command: Vec<OsString>) -> VmOptions {
     options
 }
 
-/// This xtask binary, to run a hidden subcommand of it inside the VM (the
-/// guest sees the host's filesystem, so the same path works there).
-pub(crate) fn xtask_exe() -> Result<OsString> {
-    std::env::current_exe()
-        .map(PathBuf::into_os_string)
-        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn os(words: &[&str]) -> Vec<OsString> {
-        words.iter().map(OsString::from).collect()
-    }
-
     #[test]
     fn the_node_demo_is_the_default_and_pingpong_stays() {
-        let names = |args: &[&str]| -> Vec<&str> {
-            select(&os(args))
-                .unwrap()
-                .unwrap()
-                .iter()
-                .map(|d| d.name)
-                .collect()
-        };
-        assert_eq!(names(&[]), ["node"]);
-        assert_eq!(names(&["pingpong"]), ["pingpong"]);
-        assert_eq!(names(&["all"]), ["node", "node-softroce", "pingpong"]);
+        assert_eq!(DEMOS[0].name, DEFAULT);
         assert_eq!(DEMOS[0].place, Place::Host, "the main job needs no VM");
-        assert_eq!(select(&os(&["nope"])).unwrap_err().status(), 2);
-        assert_eq!(select(&os(&["a", "b"])).unwrap_err().status(), 2);
-        assert!(select(&os(&["--help"])).unwrap().is_none());
+        use clap::builder::TypedValueParser;
+        let names: Vec<String> = names()
+            .possible_values()
+            .unwrap()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(names, ["node", "node-softroce", "pingpong", "all"]);
     }
 
     #[test]
-    fn demo_names_are_unique_and_builds_are_well_formed() {
+    fn demo_names_are_unique() {
         for (i, demo) in DEMOS.iter().enumerate() {
             assert!(DEMOS[..i].iter().all(|d| d.name != demo.name));
             assert!(demo.ranks >= 1);
         }
-        assert_eq!(
-            DEMOS[0].program.build_args(),
-            [
-                "build",
-                "-p",
-                "ferrovia-node",
-                "--bin",
-                "ferrovia-rank",
-                "--message-format=json"
-            ]
-        );
-        assert_eq!(DEMOS[2].program.kind(), "example");
     }
 }

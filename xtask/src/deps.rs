@@ -53,12 +53,7 @@ pub(crate) const SOFTROCE: &[&str] = &[
 ];
 
 /// `cargo xtask deps [--check]`.
-pub(crate) fn command(args: &[std::ffi::OsString]) -> Result<u8> {
-    let check_only = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => return Err(Failure::with_status("usage: cargo xtask deps [--check]", 2)),
-    };
+pub(crate) fn command(check_only: bool) -> Result<u8> {
     if !is_debian_like() {
         return Err(not_debian(ALL));
     }

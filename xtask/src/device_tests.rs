@@ -1,7 +1,8 @@
-//! `xtask device-tests` (hidden): runs already-built test binaries' ignored
-//! tests, the ones that need an RDMA device, one at a time, and sums up
-//! libtest's results. `cargo xtask test` runs it on the host when the host
-//! has a device, else inside one VM boot for all binaries.
+//! The device tests: already-built test binaries' ignored tests, the ones
+//! that need an RDMA device, run one at a time with libtest's results
+//! summed up. `cargo xtask test` runs them on the host when the host has a
+//! device, else inside one VM boot for all binaries (there as the hidden
+//! `xtask device-tests`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,9 @@ use std::time::Instant;
 
 use crate::failure::{Failure, Result, io_failure};
 use crate::libtest::{self, Tally};
-use crate::rdma_devices;
+use crate::vm::{self, VmOptions};
+use crate::workspace::ScratchFile;
+use crate::{cmd, rdma_devices};
 
 /// The variable naming the RDMA device, as the library reads it
 /// (`ferrovia_verbs::Context::open_default`).
@@ -20,11 +23,11 @@ pub(crate) const DEVICE_VAR: &str = "FERROVIA_DEVICE";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TestBinary {
     pub(crate) path: PathBuf,
-    pub(crate) package_dir: Option<PathBuf>,
+    pub(crate) package_dir: PathBuf,
 }
 
 /// The subcommand's arguments:
-/// `[--totals FILE] [--dir DIR] BIN ... [-- TEST_ARGS]`.
+/// `[--totals FILE] --test PACKAGE_DIR BINARY ... [-- TEST_ARGS]`.
 pub(crate) fn to_args(
     totals: Option<&Path>,
     binaries: &[TestBinary],
@@ -32,15 +35,14 @@ pub(crate) fn to_args(
 ) -> Vec<OsString> {
     let mut args = Vec::new();
     if let Some(file) = totals {
-        args.push("--totals".into());
-        args.push(file.into());
+        args.extend(["--totals".into(), file.into()]);
     }
     for binary in binaries {
-        if let Some(dir) = &binary.package_dir {
-            args.push("--dir".into());
-            args.push(dir.into());
-        }
-        args.push(binary.path.clone().into());
+        args.extend([
+            "--test".into(),
+            binary.package_dir.clone().into(),
+            binary.path.clone().into(),
+        ]);
     }
     if !test_args.is_empty() {
         args.push("--".into());
@@ -49,54 +51,16 @@ pub(crate) fn to_args(
     args
 }
 
-/// The parsed arguments of the subcommand.
-#[derive(Debug, PartialEq, Eq)]
-struct Args {
-    totals: Option<PathBuf>,
-    binaries: Vec<TestBinary>,
-    test_args: Vec<OsString>,
-}
-
-/// Inverse of [`to_args`].
-fn parse_args(args: &[OsString]) -> Result<Args> {
-    let mut parsed = Args {
-        totals: None,
-        binaries: Vec::new(),
-        test_args: Vec::new(),
-    };
-    let mut dir = None;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--" {
-            parsed.test_args = iter.cloned().collect();
-            break;
-        } else if arg == "--dir" || arg == "--totals" {
-            let value = iter.next().ok_or_else(|| {
-                Failure::with_status(format!("{} needs a value", arg.display()), 2)
-            })?;
-            if arg == "--dir" {
-                dir = Some(PathBuf::from(value));
-            } else {
-                parsed.totals = Some(PathBuf::from(value));
-            }
-        } else {
-            parsed.binaries.push(TestBinary {
-                path: arg.into(),
-                package_dir: dir.take(),
-            });
-        }
-    }
-    Ok(parsed)
-}
-
-/// `xtask device-tests [--totals FILE] [--dir DIR] BIN ... [-- TEST_ARGS]`.
-/// With `--totals`, the summed counts are also written to FILE (see
-/// [`Tally::to_totals_text`]), even when tests failed: `cargo xtask test`
-/// reads them back after the VM is gone.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    let args = parse_args(args)?;
-    let (tally, result) = run(&args.binaries, &args.test_args);
-    if let Some(file) = &args.totals
+/// `xtask device-tests`. With `totals`, the summed counts are also written
+/// to that file (see [`Tally::to_totals_text`]), even when tests failed:
+/// `cargo xtask test` reads them back after the VM is gone.
+pub(crate) fn command(
+    totals: Option<&Path>,
+    binaries: &[TestBinary],
+    test_args: &[OsString],
+) -> Result<u8> {
+    let (tally, result) = run(binaries, test_args);
+    if let Some(file) = totals
         && let Err(e) = std::fs::write(file, tally.to_totals_text())
     {
         // The host cannot count the device tests without it: a failure too,
@@ -111,6 +75,45 @@ pub(crate) fn command(args: &[OsString]) -> Result<u8> {
         };
     }
     result.map(|()| 0)
+}
+
+/// On the host if it has an RDMA device, else all binaries in one VM boot:
+/// xtask runs itself (`device-tests`) inside the guest, which sees the host's
+/// filesystem, so the same paths work there. Returns the counts with the
+/// verdict.
+pub(crate) fn run_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Tally, Result<()>) {
+    let devices = rdma_devices::host_devices();
+    if let Some(device) = devices.first() {
+        say!("xtask test: host RDMA device {device}: running the device tests here");
+        return run(binaries, test_args);
+    }
+    say!(
+        "xtask test: no RDMA device on this host: running the device tests in a VM (cargo xtask vm)"
+    );
+    match run_in_vm(binaries, test_args) {
+        Ok((tally, result)) => (tally, result),
+        Err(failure) => (Tally::default(), Err(failure)),
+    }
+}
+
+fn run_in_vm(binaries: &[TestBinary], test_args: &[OsString]) -> Result<(Tally, Result<()>)> {
+    // The guest writes its totals there; the host reads them once the VM
+    // is gone.
+    let totals = ScratchFile::new("device-totals")?;
+    let mut command = vec![cmd::xtask_exe()?, "device-tests".into()];
+    command.extend(to_args(Some(totals.path()), binaries, test_args));
+    let status = vm::run(&VmOptions::new(command));
+    let tally = Tally::from_totals_text(&totals.read());
+    let result = match (status, tally) {
+        (Ok(0), Some(_)) => Ok(()),
+        (Ok(0), None) => Err(Failure::new(format!(
+            "the device tests passed but left no totals in {}",
+            totals.path().display()
+        ))),
+        (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
+        (Err(failure), _) => Err(failure),
+    };
+    Ok((tally.unwrap_or_default(), result))
 }
 
 /// Runs the ignored tests of every binary and returns the summed counts with
@@ -169,9 +172,8 @@ fn run_one(binary: &TestBinary, test_args: &[OsString], device: &str) -> Result<
     test.args(["--ignored", "--test-threads=1"])
         .args(test_args)
         .env(DEVICE_VAR, device);
-    if let Some(dir) = &binary.package_dir {
-        test.current_dir(dir).env("CARGO_MANIFEST_DIR", dir);
-    }
+    test.current_dir(&binary.package_dir)
+        .env("CARGO_MANIFEST_DIR", &binary.package_dir);
     let counted = libtest::run_counting(&mut test)?;
     let mut tally = counted.tally;
     if !counted.status.success() && tally.failed == 0 {
@@ -189,45 +191,4 @@ fn run_one(binary: &TestBinary, test_args: &[OsString], device: &str) -> Result<
         tally.failed += 1;
     }
     Ok(tally)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn args_round_trip() {
-        let binaries = vec![
-            TestBinary {
-                path: "/t/a-1".into(),
-                package_dir: Some("/w/crates/a".into()),
-            },
-            TestBinary {
-                path: "/t/b-2".into(),
-                package_dir: None,
-            },
-        ];
-        let test_args = vec![OsString::from("--nocapture")];
-        let totals = PathBuf::from("/w/target/xtask/device-totals-1");
-        let args = to_args(Some(&totals), &binaries, &test_args);
-        assert_eq!(
-            parse_args(&args).unwrap(),
-            Args {
-                totals: Some(totals),
-                binaries: binaries.clone(),
-                test_args: test_args.clone(),
-            }
-        );
-        let args = to_args(None, &binaries, &[]);
-        assert_eq!(
-            parse_args(&args).unwrap(),
-            Args {
-                totals: None,
-                binaries,
-                test_args: Vec::new(),
-            }
-        );
-        assert!(parse_args(&[OsString::from("--dir")]).is_err());
-        assert!(parse_args(&[OsString::from("--totals")]).is_err());
-    }
 }

@@ -1,13 +1,16 @@
 //! Reading libtest's summary lines (`test result: ok. 3 passed; 0 failed;
 //! 1 ignored; ...`), the only stable part of a test binary's output, from
-//! commands whose stdout is shown live and counted at the same time.
+//! commands whose stdout is shown live and counted at the same time. The
+//! same lines count the doctests, which cargo-nextest does not run, and
+//! the device tests, whose binaries run by themselves in the VM.
 
-use std::io::Read;
 use std::ops::AddAssign;
 use std::process::{Command, ExitStatus, Stdio};
 
 use crate::cmd;
 use crate::failure::{Failure, Result};
+use crate::out::Sink;
+use crate::process::read_chunks;
 
 /// Test counts of one or more test binaries.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -56,59 +59,15 @@ impl Tally {
     }
 }
 
-/// Sums the `test result:` lines of a stream that arrives in arbitrary
-/// chunks (pipe reads split lines anywhere).
-#[derive(Debug, Default)]
-pub(crate) struct Counter {
-    partial: Vec<u8>,
-    /// The current line grew past [`Counter::MAX_LINE`]: not a summary line,
-    /// skipped up to its newline.
-    overlong: bool,
-    tally: Tally,
-    summaries: usize,
-}
-
-impl Counter {
-    /// Longer lines are no libtest summary; not buffering them bounds memory.
-    const MAX_LINE: usize = 64 * 1024;
-
-    /// Takes the next chunk of the stream.
-    pub(crate) fn feed(&mut self, mut chunk: &[u8]) {
-        while let Some(at) = chunk.iter().position(|&b| b == b'\n') {
-            if !self.overlong {
-                self.partial.extend_from_slice(&chunk[..at]);
-                let line = std::mem::take(&mut self.partial);
-                self.line(&line);
-            }
-            self.partial.clear();
-            self.overlong = false;
-            chunk = &chunk[at + 1..];
-        }
-        if !self.overlong {
-            self.partial.extend_from_slice(chunk);
-            if self.partial.len() > Self::MAX_LINE {
-                self.partial = Vec::new();
-                self.overlong = true;
-            }
-        }
-    }
-
-    fn line(&mut self, line: &[u8]) {
-        if let Some(result) = parse_result_line(&String::from_utf8_lossy(line)) {
-            self.tally += result;
-            self.summaries += 1;
-        }
-    }
-
-    /// The sum of every summary line, the last one even without a newline,
-    /// and how many summary lines there were.
-    pub(crate) fn finish(mut self) -> (Tally, usize) {
-        if !self.overlong && !self.partial.is_empty() {
-            let line = std::mem::take(&mut self.partial);
-            self.line(&line);
-        }
-        (self.tally, self.summaries)
-    }
+/// The sum of the `test result:` lines in `output`, and how many there were.
+fn count(output: &str) -> (Tally, usize) {
+    output.lines().filter_map(parse_result_line).fold(
+        (Tally::default(), 0),
+        |(mut sum, n), tally| {
+            sum += tally;
+            (sum, n + 1)
+        },
+    )
 }
 
 /// What [`run_counting`] saw.
@@ -126,7 +85,7 @@ pub(crate) struct Counted {
 /// inherited untouched (cargo's progress and colours stay). A closed stdout
 /// of ours does not stop the command: its output is then only counted.
 pub(crate) fn run_counting(cmd: &mut Command) -> Result<Counted> {
-    run_counting_into(cmd, &mut crate::out::raw)
+    run_counting_into(cmd, &mut |data| Sink::Stdout.write(data))
 }
 
 /// [`run_counting`] with the output passed to `echo` instead of stdout.
@@ -136,25 +95,19 @@ fn run_counting_into(cmd: &mut Command, echo: &mut dyn FnMut(&[u8])) -> Result<C
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| Failure::new(format!("cannot run `{}`: {e}", cmd::describe(cmd))))?;
-    let mut counter = Counter::default();
-    if let Some(mut stdout) = child.stdout.take() {
-        let mut buf = [0u8; 8192];
-        loop {
-            match stdout.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    echo(&buf[..n]);
-                    counter.feed(&buf[..n]);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+    // All of it is kept and counted at the end: a test run prints
+    // kilobytes, and a summary line may arrive split over two reads.
+    let mut output = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        read_chunks(stdout, |chunk| {
+            echo(chunk);
+            output.extend_from_slice(chunk);
+        });
     }
     let status = child
         .wait()
         .map_err(|e| Failure::new(format!("waiting for `{}`: {e}", cmd::describe(cmd))))?;
-    let (tally, summaries) = counter.finish();
+    let (tally, summaries) = count(&String::from_utf8_lossy(&output));
     Ok(Counted {
         tally,
         summaries,
@@ -253,14 +206,6 @@ mod tests {
         assert_eq!(parse_result_line("test result: nonsense"), None);
     }
 
-    fn counted(chunks: &[&[u8]]) -> (Tally, usize) {
-        let mut counter = Counter::default();
-        for chunk in chunks {
-            counter.feed(chunk);
-        }
-        counter.finish()
-    }
-
     /// `cargo test --workspace` output: unit tests, an integration test
     /// binary with nothing in it, a failing binary, doctests.
     const CARGO_TEST_OUTPUT: &str = "\
@@ -301,32 +246,13 @@ test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; fini
             failed: 1,
             ignored: 2,
         };
-        assert_eq!(counted(&[CARGO_TEST_OUTPUT.as_bytes()]), (want, 4));
-        // Split at every possible place, and byte by byte: the same sums.
-        let bytes = CARGO_TEST_OUTPUT.as_bytes();
-        for at in 0..bytes.len() {
-            assert_eq!(counted(&[&bytes[..at], &bytes[at..]]), (want, 4), "{at}");
-        }
-        let bytes: Vec<&[u8]> = bytes.chunks(1).collect();
-        assert_eq!(counted(&bytes), (want, 4));
-    }
-
-    #[test]
-    fn counts_a_last_line_without_newline() {
-        let (tally, summaries) = counted(&[b"test result: ok. 5 passed; 0 failed; 0 ignored"]);
-        assert_eq!((tally.passed, summaries), (5, 1));
-    }
-
-    #[test]
-    fn skips_overlong_lines() {
-        let long = vec![b'x'; Counter::MAX_LINE + 10];
-        let (tally, summaries) = counted(&[
-            &long,
-            b"test result: ok. 9 passed; 0 failed\n",
-            b"test result: ok. 1 passed; 0 failed; 0 ignored\n",
-        ]);
-        // The summary-looking tail of the overlong line does not count.
-        assert_eq!((tally.passed, summaries), (1, 1));
+        assert_eq!(count(CARGO_TEST_OUTPUT), (want, 4));
+        assert_eq!(
+            count("test result: ok. 5 passed; 0 failed; 0 ignored")
+                .0
+                .passed,
+            5
+        );
     }
 
     #[test]
@@ -370,28 +296,5 @@ test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; fini
         );
         assert_eq!(counted.summaries, 2);
         assert_eq!(counted.status.code(), Some(101));
-    }
-
-    #[test]
-    fn tallies_add_up() {
-        let mut total = Tally::default();
-        total += Tally {
-            passed: 1,
-            failed: 2,
-            ignored: 3,
-        };
-        total += Tally {
-            passed: 10,
-            failed: 0,
-            ignored: 1,
-        };
-        assert_eq!(
-            total,
-            Tally {
-                passed: 11,
-                failed: 2,
-                ignored: 4
-            }
-        );
     }
 }

@@ -1,6 +1,6 @@
-//! xtask's own lines on stdout. `println!` panics when stdout is closed
-//! (`cargo xtask test | head`); `say!` ignores write errors instead, so
-//! the run (and the VM cleanup) goes on.
+//! xtask's own output. `println!` panics when stdout is closed (`cargo
+//! xtask test | head`); these ignore write errors instead, so the run (and
+//! the VM cleanup) goes on.
 
 use std::fmt;
 use std::io::Write;
@@ -14,12 +14,29 @@ macro_rules! say {
 
 /// Writes `args` and a newline to stdout; errors (EPIPE...) are ignored.
 pub(crate) fn line(args: fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{args}").and_then(|()| out.flush());
+    Sink::Stdout.write(format!("{args}\n").as_bytes());
 }
 
-/// Writes `data` to stdout as is and flushes; errors are ignored.
-pub(crate) fn raw(data: &[u8]) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(data).and_then(|()| out.flush());
+/// One of xtask's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sink {
+    Stdout,
+    Stderr,
+}
+
+impl Sink {
+    /// Writes `data` as is and flushes at once: a child's output should
+    /// appear live. Errors (our reader went away) are ignored.
+    pub(crate) fn write(self, data: &[u8]) {
+        let _ = match self {
+            Sink::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(data).and_then(|()| out.flush())
+            }
+            Sink::Stderr => {
+                let mut err = std::io::stderr().lock();
+                err.write_all(data).and_then(|()| err.flush())
+            }
+        };
+    }
 }

@@ -12,15 +12,14 @@
 //! overruns its timeout is stopped whole.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cmd;
 use crate::failure::{Failure, Result};
+use crate::out::Sink;
+use crate::process::{Lines, Watched};
 use crate::signals;
 
 /// How often the ranks are checked.
@@ -131,66 +130,51 @@ pub(crate) fn run(job: &Job) -> Result<Finished> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     );
-    let mut ranks = Ranks(Vec::with_capacity(job.ranks));
+    let mut ranks = Vec::with_capacity(job.ranks);
     for rank in 0..job.ranks {
-        let mut command = rank_command(job, rank, port, &token);
-        cmd::die_with_xtask(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| Failure::new(format!("cannot start {}: {e}", job.program.display())))?;
         let prefix = format!("[rank {rank}] ");
-        let stdout = child
-            .stdout
-            .take()
-            .map(|out| relay(out, prefix.clone(), Sink::Stdout));
-        let stderr = child
-            .stderr
-            .take()
-            .map(|err| relay(err, prefix, Sink::Stderr));
-        ranks.0.push(Rank {
-            child: Some(child),
-            status: None,
-            stdout,
-            stderr,
-        });
+        let started = Watched::spawn(
+            &mut rank_command(job, rank, port, &token),
+            Lines::shown(Sink::Stdout, prefix.clone(), true),
+            Lines::shown(Sink::Stderr, prefix, false),
+        )
+        .map_err(|e| Failure::new(format!("cannot start {}: {e}", job.program.display())))?;
+        ranks.push(started);
     }
     let started = Instant::now();
     let mut first_failed: Option<(usize, Instant)> = None;
     let mut timed_out = None;
     loop {
-        if let Some(signal) = signals::received() {
-            ranks.kill_all();
-            return Err(Failure::with_status(
-                format!("stopped by signal {signal}"),
-                128 + signal as u8,
-            ));
-        }
-        for (r, rank) in ranks.0.iter_mut().enumerate() {
-            if rank.status.is_none()
-                && let Some(status) = rank.try_wait()
+        // Returning drops `ranks`, which kills them.
+        signals::check()?;
+        for (r, rank) in ranks.iter_mut().enumerate() {
+            if let Some(status) = rank.poll()
+                && !status.success()
+                && first_failed.is_none()
             {
-                rank.status = Some(status);
-                if !status.success() && first_failed.is_none() {
-                    first_failed = Some((r, Instant::now()));
-                }
+                first_failed = Some((r, Instant::now()));
             }
         }
-        if ranks.0.iter().all(|r| r.status.is_some()) {
+        if ranks.iter_mut().all(|r| r.poll().is_some()) {
             break;
         }
-        if started.elapsed() >= job.timeout {
+        let overran = started.elapsed() >= job.timeout;
+        if overran {
             timed_out = Some(job.timeout);
-            ranks.kill_all();
-            break;
         }
-        if first_failed.is_some_and(|(_, at)| at.elapsed() >= job.peer_grace) {
-            ranks.kill_all();
+        if overran || first_failed.is_some_and(|(_, at)| at.elapsed() >= job.peer_grace) {
+            ranks.iter_mut().for_each(Watched::kill);
             break;
         }
         std::thread::sleep(POLL);
     }
-    let statuses = ranks.0.iter().map(|r| r.status).collect();
-    let stdout = ranks.0.iter_mut().map(Rank::join_output).collect();
+    let (statuses, stdout) = ranks
+        .into_iter()
+        .map(|rank| {
+            let done = rank.finish();
+            (done.status, done.stdout)
+        })
+        .unzip();
     Ok(Finished {
         statuses,
         stdout,
@@ -227,97 +211,12 @@ fn free_port() -> Result<u16> {
         .map_err(|e| Failure::new(format!("cannot find a free TCP port: {e}")))
 }
 
-/// One started rank.
-struct Rank {
-    /// `None` once killed and reaped by [`Ranks::kill_all`].
-    child: Option<Child>,
-    status: Option<ExitStatus>,
-    stdout: Option<JoinHandle<Vec<String>>>,
-    stderr: Option<JoinHandle<Vec<String>>>,
-}
-
-impl Rank {
-    fn try_wait(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut()?.try_wait().ok().flatten()
-    }
-
-    /// The stdout lines, once the rank is gone and its pipes are drained.
-    fn join_output(&mut self) -> Vec<String> {
-        if let Some(thread) = self.stderr.take() {
-            let _ = thread.join();
-        }
-        self.stdout
-            .take()
-            .and_then(|thread| thread.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// All ranks of a job; dropping it kills and reaps those still running.
-struct Ranks(Vec<Rank>);
-
-impl Ranks {
-    fn kill_all(&mut self) {
-        for rank in &mut self.0 {
-            if let Some(mut child) = rank.child.take()
-                && rank.status.is_none()
-            {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
-
-impl Drop for Ranks {
-    fn drop(&mut self) {
-        self.kill_all();
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Sink {
-    Stdout,
-    Stderr,
-}
-
-/// Copies `from` line by line to `sink` with `prefix` in front; returns the
-/// lines (without prefix and newline) once `from` ends.
-fn relay(from: impl Read + Send + 'static, prefix: String, sink: Sink) -> JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(from);
-        let mut kept = Vec::new();
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => return kept,
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&line);
-                    let text = text.trim_end_matches(['\n', '\r']);
-                    match sink {
-                        Sink::Stdout => say!("{prefix}{text}"),
-                        Sink::Stderr => {
-                            let mut err = std::io::stderr().lock();
-                            let _ = writeln!(err, "{prefix}{text}");
-                        }
-                    }
-                    kept.push(text.to_string());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return kept,
-            }
-        }
-    })
-}
-
 /// `xtask ranks [--timeout SECS] N PROGRAM [ARGS...]` (hidden): runs one job
 /// and exits with the status of the rank that failed first. `cargo xtask
 /// demo` runs it inside the VM.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    let job = parse_args(args)?;
+pub(crate) fn command(job: &Job) -> Result<u8> {
     signals::catch_termination();
-    run(&job)?.verdict().map(|()| 0)
+    run(job)?.verdict().map(|()| 0)
 }
 
 /// The arguments of `xtask ranks` for `job` (its `env` is not passed: the
@@ -333,34 +232,6 @@ pub(crate) fn to_args(job: &Job) -> Vec<OsString> {
     args
 }
 
-/// Inverse of [`to_args`].
-fn parse_args(args: &[OsString]) -> Result<Job> {
-    let usage =
-        || Failure::with_status("usage: xtask ranks [--timeout SECS] N PROGRAM [ARGS...]", 2);
-    let mut rest = args;
-    let mut timeout = TIMEOUT;
-    if rest.first().is_some_and(|a| a == "--timeout") {
-        let secs = rest
-            .get(1)
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.parse::<u64>().ok())
-            .filter(|&s| s > 0)
-            .ok_or_else(usage)?;
-        timeout = Duration::from_secs(secs);
-        rest = &rest[2..];
-    }
-    let ranks = rest
-        .first()
-        .and_then(|s| s.to_str())
-        .and_then(|s| s.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .ok_or_else(usage)?;
-    let program = rest.get(1).ok_or_else(usage)?;
-    let mut job = Job::new(PathBuf::from(program), ranks, rest[2..].to_vec());
-    job.timeout = timeout;
-    Ok(job)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,24 +245,6 @@ mod tests {
         job.timeout = Duration::from_secs(20);
         job.peer_grace = Duration::from_millis(300);
         job
-    }
-
-    #[test]
-    fn arguments_round_trip() {
-        let mut j = job("/t/ferrovia-rank", 4, &["demo", "--x"]);
-        j.peer_grace = PEER_GRACE;
-        assert_eq!(parse_args(&to_args(&j)).unwrap(), j);
-        let bare: Vec<OsString> = ["2", "/bin/true"].iter().map(OsString::from).collect();
-        assert_eq!(parse_args(&bare).unwrap().timeout, TIMEOUT);
-        for bad in [
-            &["--timeout", "0", "2", "p"][..],
-            &["x", "p"],
-            &["0", "p"],
-            &["3"],
-        ] {
-            let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
-            assert!(parse_args(&bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use crate::failure::{Failure, Result};
+
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn remember(signal: libc::c_int) {
@@ -22,6 +24,19 @@ pub(crate) fn catch_termination() {
         unsafe {
             libc::signal(signal, handler);
         }
+    }
+}
+
+/// A failure if a termination signal arrived since
+/// [`catch_termination`]: "stopped by signal N", with exit status 128 + N
+/// as a shell would report it.
+pub(crate) fn check() -> Result<()> {
+    match received() {
+        Some(signal) => Err(Failure::with_status(
+            format!("stopped by signal {signal}"),
+            128 + signal as u8,
+        )),
+        None => Ok(()),
     }
 }
 

@@ -14,15 +14,8 @@ const DUMMY: &str = "rxenet0";
 const DUMMY_CIDR: &str = "192.168.77.1/24";
 
 /// `cargo xtask softroce [--down]`.
-pub(crate) fn command(args: &[std::ffi::OsString]) -> Result<u8> {
-    match args {
-        [] => up(),
-        [flag] if flag == "--down" => down(),
-        _ => Err(Failure::with_status(
-            "usage: cargo xtask softroce [--down]",
-            2,
-        )),
-    }
+pub(crate) fn command(down: bool) -> Result<u8> {
+    if down { self::down() } else { up() }
 }
 
 fn up() -> Result<u8> {

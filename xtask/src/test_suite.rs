@@ -8,15 +8,17 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use cargo_metadata::TargetKind;
+
+use crate::cargo_artifacts::{self, RANK};
 use crate::device_tests::{self, TestBinary};
-use crate::failure::{Failure, Result, io_failure};
+use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
-use crate::vm::{self, VmOptions};
-use crate::{cargo_artifacts, cmd, deps, layering, libtest, rdma_devices, two_host, workspace};
+use crate::{cmd, deps, layering, libtest, two_host, workspace};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +218,7 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
 
     steps.next("device tests");
     let built = build_device_tests(cargo_args)?;
-    let (tally, result) = device_tests_anywhere(&built.tests, test_args);
+    let (tally, result) = device_tests::run_anywhere(&built.tests, test_args);
     counts.device = settle(tally, result.is_ok());
     result?;
 
@@ -250,9 +252,6 @@ struct Built {
     rank_program: Option<PathBuf>,
 }
 
-/// The binary target the two-host test runs.
-const RANK_PROGRAM: &str = "ferrovia-rank";
-
 /// Builds the test executables (`cargo test --no-run`) and lists them.
 fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let mut build = cmd::cargo();
@@ -264,7 +263,7 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let built = cargo_artifacts::build(&mut build)?;
     let rank_program = built
         .iter()
-        .find(|e| !e.is_test && e.target_name == RANK_PROGRAM && e.kinds.iter().any(|k| k == "bin"))
+        .find(|e| !e.is_test && e.target_name == RANK.name() && e.kinds.contains(&TargetKind::Bin))
         .map(|e| e.path.clone());
     let tests: Vec<TestBinary> = built
         .into_iter()
@@ -283,68 +282,6 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
         tests,
         rank_program,
     })
-}
-
-/// On the host if it has an RDMA device, else all binaries in one VM boot:
-/// xtask runs itself (`device-tests`) inside the guest, which sees the host's
-/// filesystem, so the same paths work there. Returns the counts with the
-/// verdict.
-fn device_tests_anywhere(binaries: &[TestBinary], test_args: &[OsString]) -> (Tally, Result<()>) {
-    let devices = rdma_devices::host_devices();
-    if let Some(device) = devices.first() {
-        say!("xtask test: host RDMA device {device}: running the device tests here");
-        return device_tests::run(binaries, test_args);
-    }
-    say!(
-        "xtask test: no RDMA device on this host: running the device tests in a VM (cargo xtask vm)"
-    );
-    match device_tests_in_vm(binaries, test_args) {
-        Ok((tally, result)) => (tally, result),
-        Err(failure) => (Tally::default(), Err(failure)),
-    }
-}
-
-/// The guest writes its totals into the current directory, the workspace
-/// root, which the VM shares read-write (a `CARGO_TARGET_DIR` elsewhere
-/// would be read-only in the guest, so not the real target dir).
-fn totals_file() -> PathBuf {
-    workspace::root()
-        .join("target")
-        .join("xtask")
-        .join(format!("device-totals-{}", std::process::id()))
-}
-
-fn device_tests_in_vm(
-    binaries: &[TestBinary],
-    test_args: &[OsString],
-) -> Result<(Tally, Result<()>)> {
-    let me = std::env::current_exe()
-        .map_err(|e| Failure::new(format!("cannot locate the xtask binary: {e}")))?;
-    let totals = totals_file();
-    if let Some(dir) = totals.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
-    }
-    let _ = std::fs::remove_file(&totals);
-    let mut command = vec![me.into_os_string(), "device-tests".into()];
-    command.extend(device_tests::to_args(Some(&totals), binaries, test_args));
-    let status = vm::run(&VmOptions::new(command));
-    let tally = read_totals(&totals);
-    let _ = std::fs::remove_file(&totals);
-    let result = match (status, tally) {
-        (Ok(0), Some(_)) => Ok(()),
-        (Ok(0), None) => Err(Failure::new(format!(
-            "the device tests passed but left no totals in {}",
-            totals.display()
-        ))),
-        (Ok(status), _) => Err(Failure::with_status("device tests failed", status)),
-        (Err(failure), _) => Err(failure),
-    };
-    Ok((tally.unwrap_or_default(), result))
-}
-
-fn read_totals(path: &Path) -> Option<Tally> {
-    Tally::from_totals_text(&std::fs::read_to_string(path).ok()?)
 }
 
 #[cfg(test)]
@@ -470,22 +407,6 @@ mod tests {
             .total(),
             6
         );
-    }
-
-    #[test]
-    fn reads_the_totals_the_guest_wrote() {
-        let dir = std::env::temp_dir().join(format!("xtask-totals-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("t");
-        assert_eq!(read_totals(&file), None);
-        let tally = Tally {
-            passed: 3,
-            failed: 0,
-            ignored: 0,
-        };
-        std::fs::write(&file, tally.to_totals_text()).unwrap();
-        assert_eq!(read_totals(&file), Some(tally));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

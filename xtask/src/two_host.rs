@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::demo::{self, Program};
+use crate::cargo_artifacts::{self, RANK};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
 use crate::vm::{self, VmOptions};
@@ -96,23 +96,14 @@ fn run_pair(program: Option<&Path>) -> Result<()> {
 }
 
 /// `xtask two-host` (hidden): builds `ferrovia-rank` and runs the test.
-pub(crate) fn command(args: &[OsString]) -> Result<u8> {
-    if !args.is_empty() {
-        return Err(Failure::with_status("usage: xtask two-host", 2));
-    }
+pub(crate) fn command() -> Result<u8> {
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
     if let Some(reason) = skip_reason() {
         say!("xtask two-host: {reason}");
         return Ok(0);
     }
-    let program = demo::build(
-        Program::Bin {
-            package: "ferrovia-node",
-            name: "ferrovia-rank",
-        },
-        false,
-    )?;
+    let program = cargo_artifacts::build_program(RANK, false)?;
     say!("xtask two-host: {TITLE}");
     let (_, result) = run(Some(&program));
     result?;

@@ -2,7 +2,6 @@
 //! how to reproduce it, what its numbers mean, and its tables.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,7 +22,9 @@ fn first_line(program: &str, args: &[&str]) -> Option<String> {
 }
 
 /// The machine and the software, as bullet points.
-pub(crate) fn machine(info: &BTreeMap<String, String>, perf: &Path, took: Duration) -> Vec<String> {
+/// `perf` says how ferrovia-perf was built: the document names no path of
+/// this machine.
+pub(crate) fn machine(info: &BTreeMap<String, String>, perf: &str, took: Duration) -> Vec<String> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpus = cpuinfo
         .lines()
@@ -90,8 +91,7 @@ pub(crate) fn machine(info: &BTreeMap<String, String>, perf: &Path, took: Durati
          none over shared memory, which has none in UCX 1.13."
     ));
     lines.push(format!(
-        "ferrovia-perf: release build ({}){}.",
-        perf.display(),
+        "ferrovia-perf: release build (`{perf}`){}.",
         commit.map_or_else(String::new, |c| format!(
             " of commit {c}{}",
             if dirty {
@@ -176,7 +176,7 @@ mod tests {
         .collect();
         let lines = machine(
             &info,
-            Path::new("/t/ferrovia-perf"),
+            "cargo build --release -p p --bin b",
             Duration::from_secs(125),
         );
         assert!(lines[0].ends_with("took 2 min 5 s."), "{lines:?}");
@@ -186,5 +186,11 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines.iter().any(|l| l.starts_with("UCX: ")), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("ferrovia-perf: release build (`cargo build")),
+            "{lines:?}"
+        );
     }
 }

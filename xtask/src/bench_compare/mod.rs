@@ -23,29 +23,24 @@ mod parse;
 mod plan;
 mod report;
 
-use crate::bench::append;
 use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use self::pair::{Limits, Ports};
 use self::parse::{Outcome, Record};
-use self::plan::{Case, Tool, Transport};
-use crate::demo::{self, Program};
+pub(crate) use self::plan::Transport;
+use self::plan::{Case, Tool};
+use crate::cargo_artifacts::{self, Program, RANK};
 use crate::failure::{Failure, Result, io_failure};
 use crate::vm::{self, VmOptions};
-use crate::{bench, deps, rdma_devices, signals, workspace};
+use crate::workspace::{ScratchFile, append_line};
+use crate::{bench, cmd, deps, rdma_devices, signals, workspace};
 
 /// The benchmark program.
 const PERF: Program = Program::Bin {
     package: "ferrovia-benches",
     name: "ferrovia-perf",
-};
-/// The program of the barrier sweep (`cargo xtask bench barrier`).
-const RANK: Program = Program::Bin {
-    package: "ferrovia-node",
-    name: "ferrovia-rank",
 };
 /// The barrier sweep runs after the verbs pairs only if this much of the
 /// verbs budget is left (it takes 70 s or more under TCG).
@@ -91,14 +86,10 @@ pub(crate) fn command() -> Result<u8> {
     let started = Instant::now();
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
-    let perf = demo::build(PERF, true)?;
-    let rank = demo::build(RANK, true)?;
-    let file = results_file();
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io_failure(format!("cannot create {}", dir.display()), e))?;
-    }
-    let _ = std::fs::remove_file(&file);
+    let perf = cargo_artifacts::build_program(PERF, true)?;
+    let rank = cargo_artifacts::build_program(RANK, true)?;
+    let scratch = ScratchFile::new("bench-compare")?;
+    let file = scratch.path();
     let budget_end = started + TOTAL_BUDGET - REPORT_MARGIN;
     let mut notes = Vec::new();
 
@@ -112,11 +103,11 @@ pub(crate) fn command() -> Result<u8> {
             say!("xtask bench: host RDMA device {device}: verbs pairs run here");
             signals::catch_termination();
             let place = format!("this host, device {device}");
-            append(&file, &parse::to_info("verbs_place", &place))?;
+            append_line(file, &parse::to_info("verbs_place", &place))?;
             let sweep = Sweep {
                 perf: &perf,
                 device: &device,
-                file: &file,
+                file,
                 transports: &[Transport::Verbs],
                 deadline: Instant::now() + verbs_budget,
                 limits: HOST_LIMITS,
@@ -125,7 +116,7 @@ pub(crate) fn command() -> Result<u8> {
             device
         }
         None => {
-            verbs_in_vm(&perf, &rank, &file, verbs_budget, &mut notes)?;
+            verbs_in_vm(&perf, &rank, file, verbs_budget, &mut notes)?;
             "rxe0".to_string()
         }
     };
@@ -136,14 +127,13 @@ pub(crate) fn command() -> Result<u8> {
     sweep(&Sweep {
         perf: &perf,
         device: &device,
-        file: &file,
+        file,
         transports: &[Transport::UcxTcp, Transport::UcxSm],
         deadline: ucx_deadline,
         limits: HOST_LIMITS,
     })?;
 
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let _ = std::fs::remove_file(&file);
+    let text = scratch.read();
     let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
     let info: BTreeMap<String, String> = text.lines().filter_map(parse::parse_info).collect();
     let mut tables = report::tables(&records, &device);
@@ -155,7 +145,7 @@ pub(crate) fn command() -> Result<u8> {
              their time budget.\n"
         ));
     }
-    let machine = doc::machine(&info, &perf, started.elapsed());
+    let machine = doc::machine(&info, &PERF.cargo_line(true), started.elapsed());
     say!("\n{tables}");
     for note in &notes {
         say!("xtask bench: {note}");
@@ -194,7 +184,7 @@ fn verbs_in_vm(
          ({VM_CPUS} vCPUs under {accel}; cargo xtask vm), {} s for measurements",
         budget.as_secs()
     );
-    append(
+    append_line(
         file,
         &parse::to_info(
             "verbs_place",
@@ -202,7 +192,7 @@ fn verbs_in_vm(
         ),
     )?;
     let command = vec![
-        demo::xtask_exe()?,
+        cmd::xtask_exe()?,
         "bench-compare-sweep".into(),
         file.as_os_str().to_owned(),
         perf.as_os_str().to_owned(),
@@ -221,17 +211,7 @@ fn verbs_in_vm(
         )),
         Err(failure) => notes.push(format!("the verbs sweep in the VM failed: {failure}")),
     }
-    if let Some(signal) = signals::received() {
-        return Err(Failure::with_status(
-            format!("stopped by signal {signal}"),
-            128 + signal as u8,
-        ));
-    }
-    Ok(())
-}
-
-fn results_file() -> PathBuf {
-    crate::bench::results_file_named("bench-compare")
+    signals::check()
 }
 
 /// `xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK]
@@ -241,48 +221,31 @@ fn results_file() -> PathBuf {
 /// `verbs`), on `$SOFTROCE_DEV` (default rxe0), with `--barrier`: then the
 /// barrier sweep of `ferrovia-rank` RANK gets what is left of the budget.
 /// `ucx-tcp` and `ucx-sm` run the UCX pairs alone.
-pub(crate) fn sweep_command(args: &[OsString]) -> Result<u8> {
-    let usage = || {
-        Failure::with_status(
-            "usage: xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK] \
-             [verbs|ucx-tcp|ucx-sm...]",
-            2,
-        )
-    };
-    let [file, perf, budget, rest @ ..] = args else {
-        return Err(usage());
-    };
-    let budget = budget
-        .to_str()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(usage)?;
-    let (rank, rest) = match rest {
-        [flag, program, after @ ..] if flag == "--barrier" => (Some(Path::new(program)), after),
-        _ => (None, rest),
-    };
-    let mut transports = rest
-        .iter()
-        .map(|t| t.to_str().and_then(Transport::from_key).ok_or_else(usage))
-        .collect::<Result<Vec<_>>>()?;
+pub(crate) fn sweep_command(
+    file: &Path,
+    perf: &Path,
+    budget: Duration,
+    rank: Option<&Path>,
+    mut transports: Vec<Transport>,
+) -> Result<u8> {
     if transports.is_empty() {
         transports.push(Transport::Verbs);
     }
-    let deadline = Instant::now() + Duration::from_secs(budget);
+    let deadline = Instant::now() + budget;
     signals::catch_termination();
     let device = std::env::var("SOFTROCE_DEV").unwrap_or_else(|_| "rxe0".into());
-    let file = Path::new(file);
     if transports.contains(&Transport::Verbs) {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        append(file, &parse::to_info("guest_kernel", &kernel))?;
+        append_line(file, &parse::to_info("guest_kernel", &kernel))?;
         let rxe = Path::new("/sys/module/rdma_rxe").exists();
-        append(
+        append_line(
             file,
             &parse::to_info("rdma_rxe", if rxe { "loaded" } else { "absent" }),
         )?;
     }
     let on_host = transports.iter().all(|t| t.ucx_tls().is_some());
     let sweep = Sweep {
-        perf: Path::new(perf),
+        perf,
         device: &device,
         file,
         transports: &transports,
@@ -346,7 +309,7 @@ fn sweep(s: &Sweep<'_>) -> Result<()> {
                 }
                 for tool in Tool::order(rep) {
                     let record = measure(s, &case, tool, rep, &mut ports)?;
-                    append(s.file, &parse::to_record(&record))?;
+                    append_line(s.file, &parse::to_record(&record))?;
                 }
             }
         }

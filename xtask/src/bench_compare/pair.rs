@@ -7,15 +7,13 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::plan::Invocation;
-use crate::cmd;
 use crate::failure::{Failure, Result};
+use crate::process::{Finished, Lines, Watched};
 use crate::signals;
 
 /// How often the processes and the sockets are looked at.
@@ -44,56 +42,45 @@ pub(crate) struct Ran {
 /// interrupted xtask.
 pub(crate) fn run(inv: &Invocation, limits: Limits) -> Result<std::result::Result<Ran, String>> {
     let program = inv.program.to_string_lossy();
-    let mut server = match Proc::spawn(inv, &inv.server) {
+    let mut server = match spawn(inv, &inv.server) {
         Ok(p) => p,
         Err(e) => return Ok(Err(format!("cannot start {program}: {e}"))),
     };
     let started = Instant::now();
     loop {
-        interrupted()?;
+        signals::check()?;
         let listening = listening_ports();
         if inv.listen.iter().all(|p| listening.contains(p)) {
             break;
         }
         if let Some(status) = server.poll() {
-            let (_, out, err) = server.finish();
             return Ok(Err(format!(
                 "the {program} server exited before it listened ({status}){}",
-                last_words(&err, &out)
+                last_words(&server.finish())
             )));
         }
         if started.elapsed() >= limits.listen {
-            let (_, out, err) = server.finish();
             return Ok(Err(format!(
                 "the {program} server did not listen within {} s{}",
                 limits.listen.as_secs(),
-                last_words(&err, &out)
+                last_words(&server.finish())
             )));
         }
         std::thread::sleep(POLL);
     }
-    let mut client = match Proc::spawn(inv, &inv.client) {
+    let mut client = match spawn(inv, &inv.client) {
         Ok(p) => p,
         Err(e) => return Ok(Err(format!("cannot start the {program} client: {e}"))),
     };
     let started = Instant::now();
-    let client_status = loop {
-        interrupted()?;
-        if let Some(status) = client.poll() {
-            break Some(status);
-        }
-        if started.elapsed() >= limits.client {
-            break None;
-        }
-        std::thread::sleep(POLL);
-    };
+    let client_status = client.wait_for(limits.client)?;
     let secs = started.elapsed().as_secs_f64();
     let server_status = server.wait_for(limits.server_exit)?;
-    let (_, out, err) = client.finish();
-    let (_, server_out, server_err) = server.finish();
+    let client = client.finish();
+    let server = server.finish();
     let server_note = match server_status {
         None => " (server killed)".to_string(),
-        Some(s) if !s.success() => format!(" (server {s}{})", last_words(&server_err, &server_out)),
+        Some(s) if !s.success() => format!(" (server {s}{})", last_words(&server)),
         Some(_) => String::new(),
     };
     match client_status {
@@ -103,32 +90,21 @@ pub(crate) fn run(inv: &Invocation, limits: Limits) -> Result<std::result::Resul
         ))),
         Some(status) if !status.success() => Ok(Err(format!(
             "the {program} client failed ({status}){}{server_note}",
-            last_words(&err, &out)
+            last_words(&client)
         ))),
         Some(_) => Ok(Ok(Ran {
-            client_stdout: out,
+            client_stdout: client.stdout,
             secs,
         })),
     }
 }
 
-/// A failure if xtask was asked to stop.
-fn interrupted() -> Result<()> {
-    match signals::received() {
-        Some(signal) => Err(Failure::with_status(
-            format!("stopped by signal {signal}"),
-            128 + signal as u8,
-        )),
-        None => Ok(()),
-    }
-}
-
-/// `: LINE` with the last non-empty line of `first`, else of `second`, to
-/// say why a program failed.
-fn last_words(first: &[String], second: &[String]) -> String {
-    first
+/// `: LINE` with the last non-empty line of a program's stderr, else of
+/// its stdout, to say why it failed.
+fn last_words(done: &Finished) -> String {
+    done.stderr
         .iter()
-        .chain(second)
+        .chain(&done.stdout)
         .rev()
         .find(|l| !l.trim().is_empty())
         .map(|l| {
@@ -139,105 +115,16 @@ fn last_words(first: &[String], second: &[String]) -> String {
         .unwrap_or_default()
 }
 
-/// A started program whose output is collected by two threads.
-struct Proc {
-    /// `None` once reaped.
-    child: Option<Child>,
-    status: Option<ExitStatus>,
-    stdout: Option<JoinHandle<Vec<String>>>,
-    stderr: Option<JoinHandle<Vec<String>>>,
-}
-
-impl Proc {
-    fn spawn(inv: &Invocation, args: &[OsString]) -> std::io::Result<Proc> {
-        let mut command = Command::new(&inv.program);
-        command
-            .args(args)
-            .envs(inv.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd::die_with_xtask(&mut command);
-        let mut child = command.spawn()?;
-        let stdout = child.stdout.take().map(collect);
-        let stderr = child.stderr.take().map(collect);
-        Ok(Proc {
-            child: Some(child),
-            status: None,
-            stdout,
-            stderr,
-        })
-    }
-
-    /// The exit status once it has exited.
-    fn poll(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            self.status = self.child.as_mut()?.try_wait().ok().flatten();
-        }
-        self.status
-    }
-
-    /// Waits up to `limit` for the exit; `None` if it is still running.
-    fn wait_for(&mut self, limit: Duration) -> Result<Option<ExitStatus>> {
-        let started = Instant::now();
-        loop {
-            interrupted()?;
-            if let Some(status) = self.poll() {
-                return Ok(Some(status));
-            }
-            if started.elapsed() >= limit {
-                return Ok(None);
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if self.status.is_none() {
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-
-    /// Kills it if it still runs; its status (`None`: killed) and output.
-    fn finish(mut self) -> (Option<ExitStatus>, Vec<String>, Vec<String>) {
-        self.poll();
-        self.kill();
-        let join =
-            |t: Option<JoinHandle<Vec<String>>>| t.and_then(|t| t.join().ok()).unwrap_or_default();
-        let out = join(self.stdout.take());
-        let err = join(self.stderr.take());
-        (self.status, out, err)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Reads `from` to its end, line by line.
-fn collect(from: impl Read + Send + 'static) -> JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(from);
-        let mut lines = Vec::new();
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => return lines,
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&line);
-                    lines.push(text.trim_end_matches(['\n', '\r']).to_string());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return lines,
-            }
-        }
-    })
+/// Starts `inv.program args`, its output kept.
+fn spawn(inv: &Invocation, args: &[OsString]) -> std::io::Result<Watched> {
+    let mut command = Command::new(&inv.program);
+    command
+        .args(args)
+        .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Watched::spawn(&mut command, Lines::kept(), Lines::kept())
 }
 
 /// The local TCP ports in state LISTEN (IPv4 and IPv6).

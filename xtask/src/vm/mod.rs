@@ -1,4 +1,5 @@
-//! `cargo xtask vm [OPTIONS] -- CMD ARGS...`: runs CMD inside a throwaway
+//! `cargo xtask vm [OPTIONS] -- CMD ARGS...` (options in [`crate::cli`]):
+//! runs CMD inside a throwaway
 //! qemu VM that has a real soft-RoCE device (`rxe0`), for hosts whose own
 //! kernel has no RDMA and cannot load modules. See docs/soft-roce.md.
 
@@ -6,7 +7,6 @@ mod cache;
 mod guest;
 mod initramfs;
 mod kernel;
-mod options;
 mod qemu;
 mod relay;
 mod run_dir;
@@ -14,21 +14,46 @@ mod stage2;
 mod supervise;
 mod vmlinux;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::deps;
 use crate::failure::{Failure, Result, STATUS_VM_FAILURE, io_failure};
 use crate::signals;
 
-pub(crate) use options::VmOptions;
+pub(crate) use qemu::Accel;
 
-/// `cargo xtask vm ...`.
-pub(crate) fn command(args: &[std::ffi::OsString]) -> Result<u8> {
-    match options::parse(args)? {
-        Some(opts) => run(&opts),
-        None => {
-            say!("{}", options::USAGE);
-            Ok(0)
+/// What `cargo xtask vm` was asked to do.
+#[derive(Debug, Clone)]
+pub(crate) struct VmOptions {
+    /// The whole run, boot retries included.
+    pub(crate) timeout: Duration,
+    /// A guest not in stage 2 by then is booted again.
+    pub(crate) boot_timeout: Duration,
+    /// Guest RAM, as qemu's `-m`.
+    pub(crate) mem: String,
+    /// `None`: 2, or 1 per guest with several guests (two vCPUs each are
+    /// slower on every measure on a 2-core host).
+    pub(crate) smp: Option<u32>,
+    pub(crate) hosts: usize,
+    pub(crate) accel: Accel,
+    pub(crate) verbose: bool,
+    pub(crate) command: Vec<OsString>,
+}
+
+impl VmOptions {
+    /// Defaults for running `command`.
+    pub(crate) fn new(command: Vec<OsString>) -> VmOptions {
+        VmOptions {
+            timeout: Duration::from_secs(1800),
+            boot_timeout: Duration::from_secs(120),
+            mem: "2G".into(),
+            smp: None,
+            hosts: 1,
+            accel: Accel::Auto,
+            verbose: false,
+            command,
         }
     }
 }

@@ -1,11 +1,9 @@
-//! The qemu command line, and a guard that guarantees no qemu outlives xtask.
+//! The qemu command line.
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
-use crate::cmd;
-use crate::failure::{Failure, Result};
 use crate::vm::guest::{Guest, GuestNet};
 use crate::vm::kernel::Kernel;
 use crate::vm::run_dir::RunDir;
@@ -18,7 +16,7 @@ const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 quiet loglevel=4 mitigations=o
                            acpi=noirq cryptomgr.notests oops=panic dummy.numdummies=0";
 
 /// How qemu runs the guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Accel {
     /// KVM only if the CPU has vmx/svm and /dev/kvm is usable, else TCG.
     Auto,
@@ -27,15 +25,6 @@ pub(crate) enum Accel {
 }
 
 impl Accel {
-    pub(crate) fn parse(text: &str) -> Option<Accel> {
-        match text {
-            "auto" => Some(Accel::Auto),
-            "tcg" => Some(Accel::Tcg),
-            "kvm" => Some(Accel::Kvm),
-            _ => None,
-        }
-    }
-
     /// `Auto` made concrete. (/dev/kvm can exist without vmx/svm, e.g. on a
     /// PVM-style nested host whose KVM only runs PVM guests: a stock kernel
     /// hangs or dies there, so the CPU flags decide.)
@@ -183,45 +172,6 @@ fn escape(path: &Path) -> OsString {
     OsString::from_vec(bytes)
 }
 
-/// A running qemu. It dies with xtask: PR_SET_PDEATHSIG covers SIGKILL of
-/// xtask, and dropping the guard (every other exit path) kills and reaps it.
-pub(crate) struct Qemu {
-    child: Option<Child>,
-}
-
-impl Qemu {
-    pub(crate) fn spawn(mut qemu: Command) -> Result<Qemu> {
-        // Dies with xtask; its own process group: a Ctrl-C reaches xtask,
-        // which then stops qemu itself, in order.
-        cmd::die_with_xtask(&mut qemu);
-        let child = qemu
-            .spawn()
-            .map_err(|e| Failure::new(format!("cannot start qemu-system-x86_64: {e}")))?;
-        Ok(Qemu { child: Some(child) })
-    }
-
-    /// The exit status, once qemu has exited.
-    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    /// Kills qemu (if still running) and reaps it.
-    pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,9 +186,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_accel() {
-        assert_eq!(Accel::parse("tcg"), Some(Accel::Tcg));
-        assert_eq!(Accel::parse("xen"), None);
+    fn a_chosen_accel_stays() {
         assert_eq!(Accel::Tcg.resolve(), Accel::Tcg);
     }
 }

@@ -1,20 +1,16 @@
 //! Copying the guest command's stdout/stderr to ours. qemu writes each
 //! virtio-serial port into a FIFO (it cannot open our fd 1 itself when that
-//! is a socket); a thread per FIFO drains it.
+//! is a socket); a thread per FIFO drains it, as it comes or (several VMs)
+//! line by line with a prefix.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Which of our streams a relay writes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sink {
-    Stdout,
-    Stderr,
-}
+use crate::out::Sink;
+use crate::process::{Lines, read_chunks, read_lines};
 
 /// A running relay thread; dropping it waits (briefly) for it to finish.
 pub(crate) struct Relay {
@@ -34,8 +30,10 @@ impl Relay {
                 // i.e. when qemu exits.
                 if let Ok(file) = File::open(&path) {
                     match prefix {
-                        Some(prefix) => copy_lines(file, sink, &prefix),
-                        None => copy_raw(file, sink),
+                        Some(prefix) => {
+                            read_lines(file, &Lines::shown(sink, prefix, false));
+                        }
+                        None => read_chunks(file, |data| sink.write(data)),
                     }
                 }
             })?;
@@ -67,53 +65,4 @@ impl Drop for Relay {
             let _ = thread.join();
         }
     }
-}
-
-fn copy_raw(mut from: File, sink: Sink) {
-    let mut buf = [0u8; 8192];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => write_to(sink, &buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
-}
-
-fn copy_lines(from: File, sink: Sink, prefix: &str) {
-    let mut reader = BufReader::new(from);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => return,
-            Ok(_) => {
-                let mut out = prefix.as_bytes().to_vec();
-                out.extend_from_slice(&line);
-                if !out.ends_with(b"\n") {
-                    out.push(b'\n');
-                }
-                write_to(sink, &out);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
-}
-
-/// Writes and flushes at once: the guest's output should appear live.
-/// Errors (e.g. our reader went away) are ignored: the VM keeps running
-/// and its exit status still matters.
-fn write_to(sink: Sink, data: &[u8]) {
-    let _ = match sink {
-        Sink::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(data).and_then(|()| out.flush())
-        }
-        Sink::Stderr => {
-            let mut err = std::io::stderr().lock();
-            err.write_all(data).and_then(|()| err.flush())
-        }
-    };
 }

@@ -6,10 +6,11 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::failure::{Failure, Result, STATUS_TIMEOUT, STATUS_VM_FAILURE};
+use crate::out::Sink;
+use crate::process::{Lines, Watched};
 use crate::signals;
 use crate::vm::guest::{Guest, GuestNet, RXE};
-use crate::vm::qemu::Qemu;
-use crate::vm::relay::{Relay, Sink};
+use crate::vm::relay::Relay;
 use crate::vm::run_dir::RunDir;
 
 /// Boots tried before giving up (a TCG boot stalls very rarely).
@@ -36,9 +37,9 @@ pub(crate) struct GuestRun<'a> {
 }
 
 /// A started guest. Field order matters: qemu is killed before the relays
-/// are waited for.
+/// are waited for. qemu dies with xtask in any case (see [`Watched`]).
 struct Started {
-    qemu: Qemu,
+    qemu: Watched,
     _stdout: Relay,
     _stderr: Relay,
     exit: Option<ExitStatus>,
@@ -98,7 +99,8 @@ fn attempt_boot(
         started.push(Started {
             _stdout: relay(run.dir.stdout_fifo(), Sink::Stdout)?,
             _stderr: relay(run.dir.stderr_fifo(), Sink::Stderr)?,
-            qemu: Qemu::spawn(qemu_for(run))?,
+            qemu: Watched::spawn(&mut qemu_for(run), Lines::default(), Lines::default())
+                .map_err(|e| Failure::new(format!("cannot start qemu-system-x86_64: {e}")))?,
             exit: None,
             up_reported: false,
         });
@@ -106,12 +108,7 @@ fn attempt_boot(
     let boot_start = Instant::now();
     let mut first_failure: Option<Instant> = None;
     loop {
-        if let Some(signal) = signals::received() {
-            return Err(Failure::with_status(
-                format!("stopped by signal {signal}"),
-                128 + signal as u8,
-            ));
-        }
+        signals::check()?;
         if Instant::now() >= deadline {
             return Err(Failure::with_status(
                 format!("timed out after {} s (--timeout)", limits.timeout.as_secs()),
@@ -132,7 +129,7 @@ fn attempt_boot(
                 );
             }
             if s.exit.is_none() {
-                s.exit = s.qemu.try_wait();
+                s.exit = s.qemu.poll();
                 if s.exit.is_some() && run.dir.status().is_some_and(|st| st != 0) {
                     first_failure.get_or_insert_with(Instant::now);
                 }
@@ -156,7 +153,7 @@ fn attempt_boot(
             );
             for s in &mut started {
                 s.qemu.kill();
-                s.exit = s.exit.or_else(|| s.qemu.try_wait());
+                s.exit = s.exit.or_else(|| s.qemu.poll());
             }
             break;
         }
