@@ -80,7 +80,12 @@ pub(crate) fn find_in_path(program: &str) -> Option<PathBuf> {
 /// A `cargo` command using the cargo that runs xtask (`$CARGO`), so the
 /// toolchain pinned by rust-toolchain.toml is used throughout.
 pub(crate) fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    Command::new(cargo_path())
+}
+
+/// The cargo that runs xtask (`$CARGO`), else `cargo` on the PATH.
+pub(crate) fn cargo_path() -> PathBuf {
+    std::env::var_os("CARGO").map_or_else(|| PathBuf::from("cargo"), PathBuf::from)
 }
 
 /// This xtask binary, to run a hidden subcommand of it inside the VM (the

@@ -28,6 +28,7 @@ mod test_suite;
 mod tidy;
 mod two_host;
 mod vm;
+mod without_rdma_core;
 mod workspace;
 
 use std::process::ExitCode;

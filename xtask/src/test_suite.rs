@@ -18,7 +18,7 @@ use crate::cargo_artifacts::{self, RANK};
 use crate::device_tests::{self, TestBinary};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
-use crate::{cmd, deps, layering, libtest, two_host, workspace};
+use crate::{cmd, deps, layering, libtest, two_host, without_rdma_core, workspace};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,8 @@ impl Mode {
 struct Counts {
     host: Tally,
     device: Tally,
+    /// The UCX-only build's tests and the run with libibverbs hidden.
+    without_rdma_core: Tally,
     /// One test, when it ran.
     two_host: Tally,
     /// The host has its own RDMA device, so the VM pair did not run.
@@ -78,12 +80,17 @@ fn closing_lines(counts: &Counts, seconds: f64) -> String {
     };
     let mut all = counts.host;
     all += counts.device;
+    all += counts.without_rdma_core;
     all += counts.two_host;
     format!(
-        "xtask test: host tests {} passed; device tests {} passed; two-host tests {two_host}; \
-         total time {seconds:.1} s\n\
+        "xtask test: host tests {} passed; device tests {} passed; without rdma-core {} passed; \
+         two-host tests {two_host}; total time {seconds:.1} s\n\
          ferrovia: {} passed, {} failed",
-        counts.host.passed, counts.device.passed, all.passed, all.failed,
+        counts.host.passed,
+        counts.device.passed,
+        counts.without_rdma_core.passed,
+        all.passed,
+        all.failed,
     )
 }
 
@@ -121,8 +128,8 @@ impl Steps {
     /// test (plus the CI checks).
     fn total(&self) -> usize {
         match self.mode {
-            Mode::Test => 6,
-            Mode::Ci => 6 + CHECKS.len(),
+            Mode::Test => 7,
+            Mode::Ci => 7 + CHECKS.len(),
         }
     }
 
@@ -222,6 +229,11 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
     counts.device = settle(tally, result.is_ok());
     result?;
 
+    steps.next(without_rdma_core::TITLE);
+    let (tally, result) = without_rdma_core::run(built.rank_program.as_deref());
+    counts.without_rdma_core = settle(tally, result.is_ok());
+    result?;
+
     steps.next(two_host::TITLE);
     if let Some(reason) = two_host::skip_reason() {
         say!("xtask {}: {reason}", mode.name());
@@ -303,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn closing_lines_sum_host_device_and_two_host() {
+    fn closing_lines_sum_every_step() {
         let mut counts = Counts {
             host: Tally {
                 passed: 120,
@@ -315,6 +327,11 @@ mod tests {
                 failed: 1,
                 ignored: 0,
             },
+            without_rdma_core: Tally {
+                passed: 5,
+                failed: 0,
+                ignored: 1,
+            },
             two_host: Tally {
                 passed: 1,
                 failed: 0,
@@ -324,9 +341,9 @@ mod tests {
         };
         assert_eq!(
             closing_lines(&counts, 93.27),
-            "xtask test: host tests 120 passed; device tests 30 passed; two-host tests 1 passed; \
-             total time 93.3 s\n\
-             ferrovia: 151 passed, 3 failed"
+            "xtask test: host tests 120 passed; device tests 30 passed; without rdma-core 5 passed; \
+             two-host tests 1 passed; total time 93.3 s\n\
+             ferrovia: 156 passed, 3 failed"
         );
         counts.two_host = Tally {
             passed: 0,
@@ -335,13 +352,13 @@ mod tests {
         };
         assert_eq!(
             closing_lines(&counts, 1.0).lines().last(),
-            Some("ferrovia: 150 passed, 4 failed")
+            Some("ferrovia: 155 passed, 4 failed")
         );
         counts.two_host = Tally::default();
         counts.two_host_skipped = true;
         let text = closing_lines(&counts, 1.0);
         assert!(text.contains("; two-host tests skipped; "), "{text}");
-        assert_eq!(text.lines().last(), Some("ferrovia: 150 passed, 3 failed"));
+        assert_eq!(text.lines().last(), Some("ferrovia: 155 passed, 3 failed"));
         let text = closing_lines(&Counts::default(), 0.0);
         assert_eq!(text.lines().last(), Some("ferrovia: 0 passed, 0 failed"));
     }
@@ -397,7 +414,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            9
+            10
         );
         assert_eq!(
             Steps {
@@ -405,7 +422,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            6
+            7
         );
     }
 

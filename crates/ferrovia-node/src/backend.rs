@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use ferrovia_channel::{ChannelBuilder, MultiChannel};
 use ferrovia_mr::MrRegistry;
+#[cfg(feature = "verbs")]
 use ferrovia_verbs::{Context, Endpoint, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
@@ -63,11 +64,13 @@ impl FromStr for Backend {
     }
 }
 
-/// What one rank tells a peer so the peer can connect to it.
+/// What one rank tells a peer so the peer can connect to it. Both
+/// variants exist in every build, so a rank built without a backend still
+/// reads a peer's link and says which backend that peer runs.
 #[derive(Serialize, Deserialize)]
 pub(crate) enum Link {
-    /// The queue pair made for that peer.
-    Verbs(Endpoint),
+    /// The queue pair made for that peer (an `Endpoint`, postcard-encoded).
+    Verbs(Vec<u8>),
     /// The UCX worker address (the same for every peer).
     Ucx(Vec<u8>),
 }
@@ -83,6 +86,8 @@ impl Link {
 
 /// Picks the backend: `explicit`, else verbs when a device with an active
 /// port opens (handing its protection domain to the channel), else UCX.
+/// An `info` log says why UCX was chosen (no device, libibverbs missing,
+/// or a build without verbs).
 pub(crate) fn choose(
     explicit: Option<Backend>,
     channel: ChannelBuilder,
@@ -90,25 +95,43 @@ pub(crate) fn choose(
     if let Some(b) = explicit {
         return Ok((b, channel));
     }
-    let cfg = channel.config();
-    let opened = match &cfg.device {
-        Some(name) => Context::open(name),
-        None => Context::open_default(),
-    };
-    match opened.and_then(|ctx| ProtectionDomain::new(&ctx)) {
-        Ok(pd) => Ok((Backend::Verbs, channel.pd(&pd))),
-        Err(e) if cfg!(feature = "ucx") => {
-            log::info!("no usable RDMA device ({e}); using UCX");
-            Ok((Backend::Ucx, channel))
+    #[cfg(feature = "verbs")]
+    {
+        let cfg = channel.config();
+        let opened = match &cfg.device {
+            Some(name) => Context::open(name),
+            None => Context::open_default(),
+        };
+        match opened.and_then(|ctx| ProtectionDomain::new(&ctx)) {
+            Ok(pd) => Ok((Backend::Verbs, channel.pd(&pd))),
+            Err(e) if cfg!(feature = "ucx") => {
+                log::info!("no usable RDMA device ({e}); using UCX");
+                Ok((Backend::Ucx, channel))
+            }
+            Err(e) => Err(e.into()),
         }
-        Err(e) => Err(e.into()),
     }
+    #[cfg(not(feature = "verbs"))]
+    {
+        log::info!("ferrovia-node was built without the verbs backend; using UCX");
+        Ok((Backend::Ucx, channel))
+    }
+}
+
+/// The error for a backend this build does not have.
+#[cfg(not(all(feature = "verbs", feature = "ucx")))]
+fn not_built(backend: Backend) -> NodeError {
+    BootstrapError::Protocol(format!(
+        "the {backend} backend was asked for, but ferrovia-node was built without its `{backend}` feature"
+    ))
+    .into()
 }
 
 /// A transport opened but not yet connected.
 // One lives briefly per node build; the sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Opened {
+    #[cfg(feature = "verbs")]
     Verbs(MultiChannel),
     #[cfg(feature = "ucx")]
     Ucx {
@@ -119,20 +142,28 @@ pub(crate) enum Opened {
 }
 
 impl Opened {
+    #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
     pub(crate) fn open(
         backend: Backend,
         channel: ChannelBuilder,
         n: usize,
     ) -> Result<Opened, NodeError> {
         match backend {
+            #[cfg(feature = "verbs")]
             Backend::Verbs => Ok(Opened::Verbs(channel.build_multi(n)?)),
+            #[cfg(not(feature = "verbs"))]
+            Backend::Verbs => Err(not_built(backend)),
             #[cfg(feature = "ucx")]
             Backend::Ucx => {
                 let ctx = ferrovia_ucx::UcxContext::new()?;
-                let caps = channel.config().caps;
-                let transport = ferrovia_ucx::UcxTransport::builder()
-                    .depths(caps.max_send_wr, caps.max_recv_wr)
-                    .start(&ctx)?;
+                #[allow(unused_mut)]
+                let mut builder = ferrovia_ucx::UcxTransport::builder();
+                #[cfg(feature = "verbs")]
+                {
+                    let caps = channel.config().caps;
+                    builder = builder.depths(caps.max_send_wr, caps.max_recv_wr);
+                }
+                let transport = builder.start(&ctx)?;
                 let registry = MrRegistry::with_registrar(transport.registrar());
                 Ok(Opened::Ucx {
                     transport,
@@ -141,16 +172,13 @@ impl Opened {
                 })
             }
             #[cfg(not(feature = "ucx"))]
-            Backend::Ucx => Err(BootstrapError::Protocol(
-                "the UCX backend was asked for, but ferrovia-node was built without the `ucx` feature"
-                    .into(),
-            )
-            .into()),
+            Backend::Ucx => Err(not_built(backend)),
         }
     }
 
     pub(crate) fn registry(&self) -> &MrRegistry {
         match self {
+            #[cfg(feature = "verbs")]
             Opened::Verbs(m) => m.registry(),
             #[cfg(feature = "ucx")]
             Opened::Ucx { registry, .. } => registry,
@@ -158,9 +186,15 @@ impl Opened {
     }
 
     /// What peer `peer` needs from this rank.
+    #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
     pub(crate) fn link(&self, peer: usize) -> Result<Link, NodeError> {
         match self {
-            Opened::Verbs(m) => Ok(Link::Verbs(m.endpoint(peer)?)),
+            #[cfg(feature = "verbs")]
+            Opened::Verbs(m) => Ok(Link::Verbs(
+                postcard::to_allocvec(&m.endpoint(peer)?).map_err(|e| {
+                    BootstrapError::Protocol(format!("cannot encode an endpoint: {e}"))
+                })?,
+            )),
             #[cfg(feature = "ucx")]
             Opened::Ucx { transport, .. } => Ok(Link::Ucx(transport.address().to_vec())),
         }
@@ -169,6 +203,7 @@ impl Opened {
     /// For logs and `Node::describe`.
     pub(crate) fn describe(&self) -> String {
         match self {
+            #[cfg(feature = "verbs")]
             Opened::Verbs(m) => format!(
                 "verbs on {}",
                 m.pd()
@@ -185,6 +220,7 @@ impl Opened {
     /// Connects to every rank (`links[j]` from rank `j`).
     pub(crate) fn connect(self, rank: usize, links: Vec<Link>) -> Result<MultiChannel, NodeError> {
         let mine = match &self {
+            #[cfg(feature = "verbs")]
             Opened::Verbs(_) => Backend::Verbs,
             #[cfg(feature = "ucx")]
             Opened::Ucx { .. } => Backend::Ucx,
@@ -198,9 +234,13 @@ impl Opened {
             .into());
         }
         match self {
+            #[cfg(feature = "verbs")]
             Opened::Verbs(mut m) => {
                 for (j, l) in links.into_iter().enumerate() {
-                    if let Link::Verbs(ep) = l {
+                    if let Link::Verbs(bytes) = l {
+                        let ep: Endpoint = postcard::from_bytes(&bytes).map_err(|e| {
+                            BootstrapError::Protocol(format!("rank {j} sent a bad endpoint: {e}"))
+                        })?;
                         m.connect(j, &ep)?;
                     }
                 }

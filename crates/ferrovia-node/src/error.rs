@@ -187,6 +187,7 @@ pub enum NodeError {
     Ucx(#[from] ferrovia_ucx::UcxError),
 }
 
+#[cfg(feature = "verbs")]
 impl From<ferrovia_verbs::VerbsError> for NodeError {
     fn from(e: ferrovia_verbs::VerbsError) -> Self {
         NodeError::Transport(e.into())

@@ -8,6 +8,7 @@ use ferrovia_channel::{
     PollingScope, ScopeError, ScopeTarget, TransportError, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
+#[cfg(feature = "verbs")]
 use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
@@ -76,10 +77,13 @@ impl NodeBuilder {
     pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
         // Short transport timeouts: a dead peer should surface in well
         // under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
-        let connect = ConnectOptions {
+        #[cfg(feature = "verbs")]
+        let channel = ChannelBuilder::default().connect_options(ConnectOptions {
             timeout: 12,
             ..ConnectOptions::default()
-        };
+        });
+        #[cfg(not(feature = "verbs"))]
+        let channel = ChannelBuilder::default();
         NodeBuilder {
             rank,
             world_size,
@@ -89,7 +93,7 @@ impl NodeBuilder {
             launcher: None,
             bootstrap_timeout: Duration::from_secs(60),
             algorithm: BarrierAlgorithm::default(),
-            channel: ChannelBuilder::default().connect_options(connect),
+            channel,
             backend: None,
         }
     }
@@ -263,6 +267,7 @@ impl Node {
     }
 
     /// The shared protection domain, on the verbs backend.
+    #[cfg(feature = "verbs")]
     pub fn pd(&self) -> Option<&ProtectionDomain> {
         self.multi.pd()
     }
@@ -394,6 +399,7 @@ pub trait NodeScope {
     /// Number of ranks.
     fn world_size(&self) -> usize;
     /// The shared protection domain, on the verbs backend.
+    #[cfg(feature = "verbs")]
     fn pd(&self) -> Option<&ProtectionDomain>;
     /// The registry for buffers used with this node (any backend).
     fn registry(&self) -> &MrRegistry;
@@ -424,6 +430,7 @@ impl NodeScope for PollingScope<'_, '_, Node> {
         self.target().world_size
     }
 
+    #[cfg(feature = "verbs")]
     fn pd(&self) -> Option<&ProtectionDomain> {
         self.target().pd()
     }

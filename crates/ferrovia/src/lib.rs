@@ -5,18 +5,24 @@
 //!
 //! | module | crate | what |
 //! |---|---|---|
-//! | [`sys`] | `ferrovia-sys` | raw libibverbs bindings: the documented escape hatch |
-//! | [`verbs`] | `ferrovia-verbs` | safe RAII verbs objects: device, context, PD, CQ, RC QP, MR |
+//! | [`types`] | `ferrovia-types` | the vocabulary every transport shares: elements, access rights, completion status |
+//! | `sys` | `ferrovia-sys` | raw libibverbs bindings: the documented escape hatch (feature `verbs`) |
+//! | `verbs` | `ferrovia-verbs` | safe RAII verbs objects: device, context, PD, CQ, RC QP, MR (feature `verbs`) |
 //! | [`mr`] | `ferrovia-mr` | memory-region registry, views, remote descriptors |
 //! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
 //!
 //! # Features
+//! - `verbs` (default): the verbs layers and `Channel`, and the [`Node`]
+//!   backend on RDMA devices. Needs rdma-core's headers at build time;
+//!   libibverbs is loaded at run time, so a program built with it starts
+//!   where libibverbs is missing and picks UCX (an `info` log says why).
 //! - `ucx` (default): the UCX fallback transport as `ferrovia::ucx`, and
 //!   the [`Node`] backend used where no RDMA device is usable. Needs the
-//!   system UCX (`libucx-dev`) at build time; `default-features = false`
-//!   makes ferrovia verbs only.
+//!   system UCX (`libucx-dev`) at build time.
+//! - `default-features = false, features = ["ucx"]` builds without
+//!   rdma-core at all; `features = ["verbs"]` without UCX.
 //!
 //! # Backends
 //! [`Node`] runs on verbs when a device with an active port opens, else on
@@ -51,32 +57,37 @@
 //! end peers' access with `into_local` to get plain bytes back. The rules
 //! in full are in [`mr`]'s documentation.
 //!
-//! # Quick start: two verbs channels
-//! ```no_run
-//! use std::time::Duration;
-//! use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
-//!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut a = Channel::builder().build()?;
-//! let mut b = Channel::builder().build()?;
-//! let (ea, eb) = (a.endpoint(), b.endpoint()); // normally exchanged over the network
-//! a.connect(&eb)?;
-//! b.connect(&ea)?;
-//!
-//! let msg = a.registry().register_buffer(b"hello, rdma".to_vec(), RegisterOptions::local())?;
-//! let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
-//! b.scope(|s| {
-//!     // The receive borrows `inbox` until it completes; the compiler
-//!     // refuses any other use of it meanwhile.
-//!     let pending = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
-//!     a.send(&[Gather::of(&msg)?])?;
-//!     let got = pending.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
-//!     println!("received {:?}", std::str::from_utf8(got));
-//!     Ok::<_, TransportError>(())
-//! })?;
-//! # Ok(())
-//! # }
-//! ```
+#![cfg_attr(
+    feature = "verbs",
+    doc = r#"
+# Quick start: two verbs channels
+```no_run
+use std::time::Duration;
+use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
+
+# fn main() -> Result<(), Box<dyn std::error::Error>> {
+let mut a = Channel::builder().build()?;
+let mut b = Channel::builder().build()?;
+let (ea, eb) = (a.endpoint(), b.endpoint()); // normally exchanged over the network
+a.connect(&eb)?;
+b.connect(&ea)?;
+
+let msg = a.registry().register_buffer(b"hello, rdma".to_vec(), RegisterOptions::local())?;
+let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
+b.scope(|s| {
+    // The receive borrows `inbox` until it completes; the compiler
+    // refuses any other use of it meanwhile.
+    let pending = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
+    a.send(&[Gather::of(&msg)?])?;
+    let got = pending.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
+    println!("received {:?}", std::str::from_utf8(got));
+    Ok::<_, TransportError>(())
+})?;
+# Ok(())
+# }
+```
+"#
+)]
 #![forbid(unsafe_code)]
 
 /// The traits a ferrovia program usually wants in scope.
@@ -87,16 +98,21 @@ pub mod prelude {
 pub use ferrovia_channel as channel;
 pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
+#[cfg(feature = "verbs")]
 pub use ferrovia_sys as sys;
+pub use ferrovia_types as types;
 #[cfg(feature = "ucx")]
 pub use ferrovia_ucx as ucx;
+#[cfg(feature = "verbs")]
 pub use ferrovia_verbs as verbs;
 
+#[cfg(feature = "verbs")]
+pub use ferrovia_channel::Channel;
 pub use ferrovia_channel::{
-    Channel, ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest,
-    PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope,
-    ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopedPendingWork, SendWorkRequest,
-    TransportError, TransportResult, WorkDone, WriteWorkRequest,
+    ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest, PeerReceiveWorkRequest,
+    PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest,
+    Scatter, ScopeError, ScopedPendingWork, SendWorkRequest, TransportError, TransportResult,
+    WorkDone, WriteWorkRequest,
 };
 pub use ferrovia_mr::{
     Local, MemoryRegionView, MrError, MrRegistry, RegisterOptions, RegisteredBuffer,
@@ -106,6 +122,8 @@ pub use ferrovia_node::{
     Backend, BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError,
     NodeScope,
 };
+pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 #[cfg(feature = "ucx")]
 pub use ferrovia_ucx::UcxError;
+#[cfg(feature = "verbs")]
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};

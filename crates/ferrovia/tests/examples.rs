@@ -57,6 +57,7 @@ fn every_example_runs_over_ucx_tcp() {
     run_all(&[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "tcp")]);
 }
 
+#[cfg(feature = "verbs")]
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn every_example_runs_over_verbs() {

@@ -73,6 +73,7 @@ fn a_release_build_spinning_on_shared_memory_sees_a_peers_write_over_ucx() {
     );
 }
 
+#[cfg(feature = "verbs")]
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_release_build_spinning_on_shared_memory_sees_a_peers_write_over_verbs() {

@@ -332,7 +332,7 @@ fn stale_write(node: &mut Node) -> Result<(), NodeError> {
                     ),
                 )),
                 Err(NodeError::Transport(ferrovia_channel::TransportError::Completion(c)))
-                    if c.status.class() == ferrovia_verbs::WcClass::RemoteAccess =>
+                    if c.status.class() == ferrovia_types::WcClass::RemoteAccess =>
                 {
                     println!("rank 0: the stale write was refused: {}", c.status.name());
                     Ok(())
@@ -450,6 +450,7 @@ fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
 }
 
 fn main() -> ExitCode {
+    ferrovia_node::init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg =
         |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
