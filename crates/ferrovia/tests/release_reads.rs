@@ -16,6 +16,13 @@ fn release_example(build: bool) -> PathBuf {
         .nth(3)
         .expect("target dir (target/<profile>/deps/<test>)");
     if build {
+        // The same features as this test: a build without verbs must not
+        // need rdma-core for the example either.
+        let features: &[&str] = if cfg!(feature = "verbs") {
+            &[]
+        } else {
+            &["--no-default-features", "--features", "ucx"]
+        };
         let status = Command::new(env!("CARGO"))
             .args([
                 "build",
@@ -25,6 +32,7 @@ fn release_example(build: bool) -> PathBuf {
                 "--example",
                 "watch_flag",
             ])
+            .args(features)
             .env("CARGO_TARGET_DIR", target)
             .status()
             .expect("run cargo build --release");
