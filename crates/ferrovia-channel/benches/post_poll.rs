@@ -9,7 +9,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerSendWorkRequest, PeerWriteWorkRequest, SendWorkRequest,
-    TransportError, WriteWorkRequest, run_scope,
+    TransportError, Unpolled, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 
@@ -28,7 +28,7 @@ fn post_poll(c: &mut Criterion) {
     let mut g = c.benchmark_group("post_poll");
     g.throughput(Throughput::Elements(1));
     g.bench_function("send_64B_post+completion", |b| {
-        run_scope(&target, false, |s| {
+        run_scope(&target, Unpolled::Drain, |s| {
             let gather = [Gather::range(&buf, 0..64)?];
             b.iter(|| {
                 let wr = PeerSendWorkRequest::new(0, SendWorkRequest::new(&gather).unwrap());
@@ -39,7 +39,7 @@ fn post_poll(c: &mut Criterion) {
         .unwrap();
     });
     g.bench_function("write_4KiB_post+completion", |b| {
-        run_scope(&target, false, |s| {
+        run_scope(&target, Unpolled::Drain, |s| {
             let gather = [Gather::of(&buf)?];
             b.iter(|| {
                 let wr =
@@ -53,7 +53,7 @@ fn post_poll(c: &mut Criterion) {
     for n in [16usize, 64] {
         g.throughput(Throughput::Elements(n as u64));
         g.bench_function(format!("write_list_{n}x64B_selective_signalling"), |b| {
-            run_scope(&target, false, |s| {
+            run_scope(&target, Unpolled::Drain, |s| {
                 let gather = [Gather::range(&buf, 0..64)?];
                 let wrs = vec![WriteWorkRequest::new(&gather, remote)?; n];
                 b.iter(|| {
@@ -77,7 +77,7 @@ fn post_poll(c: &mut Criterion) {
     });
     g.throughput(Throughput::Elements(32));
     g.bench_function("route_32_completions_out_of_order", |b| {
-        run_scope(&target, false, |s| {
+        run_scope(&target, Unpolled::Drain, |s| {
             let gather = [Gather::range(&buf, 0..64)?];
             b.iter(|| {
                 let mut hs = Vec::with_capacity(32);

@@ -9,7 +9,7 @@ use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::multi::MultiChannel;
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
-use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
+use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
 
 /// One RC connection to one peer, with scoped posting.
 ///
@@ -83,7 +83,7 @@ impl Channel {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Channel>) -> Result<T, E>,
     {
-        run_scope(&*self, false, f)
+        run_scope(&*self, Unpolled::Drain, f)
     }
 
     /// Like [`Channel::scope`], but the closure is expected to poll every
@@ -93,7 +93,7 @@ impl Channel {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Channel>) -> Result<T, E>,
     {
-        run_scope(&*self, true, f)
+        run_scope(&*self, Unpolled::Report, f)
     }
 
     fn one<'env, T>(

@@ -86,7 +86,7 @@ pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,
 };
-pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, WorkDone, run_scope};
+pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone, run_scope};
 pub use transport::Transport;
 #[cfg(feature = "verbs")]
 pub use verbs_transport::VerbsTransport;

@@ -16,7 +16,7 @@ use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
     SendWorkRequest,
 };
-use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, run_scope};
+use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
 use crate::transport::Transport;
 #[cfg(feature = "verbs")]
 use crate::verbs_transport::VerbsTransport;
@@ -145,7 +145,7 @@ impl MultiChannel {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, MultiChannel>) -> Result<T, E>,
     {
-        run_scope(&*self, false, f)
+        run_scope(&*self, Unpolled::Drain, f)
     }
 
     /// Like [`MultiChannel::scope`], with unpolled requests reported.
@@ -153,7 +153,7 @@ impl MultiChannel {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, MultiChannel>) -> Result<T, E>,
     {
-        run_scope(&*self, true, f)
+        run_scope(&*self, Unpolled::Report, f)
     }
 }
 

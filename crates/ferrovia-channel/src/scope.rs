@@ -223,12 +223,28 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
     }
 }
 
+/// What the end of a scope does with requests its closure left unpolled
+/// (posted, handle dropped or never waited on). Either way they are
+/// drained: the device is done with them before the scope returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unpolled {
+    /// Drain them quietly ([`Channel::scope`](crate::Channel::scope)).
+    Drain,
+    /// Drain them and count them in the drain error's `unpolled`
+    /// ([`Channel::manual_scope`](crate::Channel::manual_scope)).
+    Report,
+}
+
 /// Runs `f` in a scope over `target`, then drains. Used by every scope
 /// entry point. Fails with [`ScopeError::Nested`] (without running `f`)
 /// if a scope over the same engine is already open: a scope's drain
 /// settles every request of its engine, which would end an enclosing
 /// scope's requests behind its handles' backs.
-pub fn run_scope<'env, C, F, T, E>(target: &'env C, manual: bool, f: F) -> Result<T, ScopeError<E>>
+pub fn run_scope<'env, C, F, T, E>(
+    target: &'env C,
+    unpolled: Unpolled,
+    f: F,
+) -> Result<T, ScopeError<E>>
 where
     C: ScopeTarget + ?Sized,
     F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, C>) -> Result<T, E>,
@@ -247,7 +263,7 @@ where
     // A panic in the closure must not skip the drain: unwind only after
     // the device is done with every borrowed buffer.
     let outcome = catch_unwind(AssertUnwindSafe(|| f(&mut scope)));
-    let drained = core.drain(scope.deadline, manual);
+    let drained = core.drain(scope.deadline, unpolled == Unpolled::Report);
     let result = match outcome {
         Ok(r) => r,
         Err(panic) => resume_unwind(panic),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerReceiveWorkRequest, PeerSendWorkRequest, ReceiveWorkRequest,
-    Scatter, ScopeError, SendWorkRequest, TransportError, WriteWorkRequest, run_scope,
+    Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use support::{Double, Mode};
@@ -37,7 +37,7 @@ fn outstanding_work_is_flushed_at_the_drain_deadline_and_reported() {
         .unwrap();
     let mut posted = Vec::new();
     let started = Instant::now();
-    let r = run_scope(&target, false, |s| {
+    let r = run_scope(&target, Unpolled::Drain, |s| {
         let (bytes, reg) = inbox.split_mut();
         for chunk in bytes.chunks_mut(16) {
             let h = s.post_receive(PeerReceiveWorkRequest::new(
@@ -69,7 +69,7 @@ fn outstanding_work_is_flushed_at_the_drain_deadline_and_reported() {
     );
     assert_eq!(double.in_flight(), 0);
     // Flushed connections refuse new work until they are reconnected.
-    let again = run_scope(&target, false, |s| {
+    let again = run_scope(&target, Unpolled::Drain, |s| {
         let g = [Gather::of(&msg)?];
         s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))
             .map(drop)
@@ -96,7 +96,7 @@ fn a_list_that_finds_the_queue_full_half_way_leaves_no_unposted_request_behind()
         .unwrap();
     let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
     let started = Instant::now();
-    let r = run_scope(&target, false, |s| {
+    let r = run_scope(&target, Unpolled::Drain, |s| {
         let g = [Gather::of(&src)?];
         let wrs = [WriteWorkRequest::new(&g, remote)?; 8];
         s.post_write_list(0, &wrs).map(drop)
@@ -134,7 +134,7 @@ fn a_list_the_transport_refuses_is_unposted_from_the_failing_chunk_on() {
         .register_buffer(vec![7u8; 64], RegisterOptions::local())
         .unwrap();
     let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
-    run_scope(&target, false, |s| {
+    run_scope(&target, Unpolled::Drain, |s| {
         let g = [Gather::of(&src)?];
         let wrs = [WriteWorkRequest::new(&g, remote)?; 40];
         let err = s
@@ -157,7 +157,7 @@ fn every_request_gets_a_work_request_id_never_seen_before() {
         .register_buffer(vec![1u8; 8], RegisterOptions::local())
         .unwrap();
     let mut seen = HashSet::new();
-    run_scope(&target, false, |s| {
+    run_scope(&target, Unpolled::Drain, |s| {
         let g = [Gather::of(&msg)?];
         for _ in 0..10_000 {
             let h = s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?;

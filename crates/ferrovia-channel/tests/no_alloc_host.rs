@@ -8,8 +8,8 @@ use std::hint::black_box;
 
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
-    PollingScope, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError, WriteWorkRequest,
-    run_scope,
+    PollingScope, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError, Unpolled,
+    WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use support::{Counting, CountingAlloc, count_allocations};
@@ -32,7 +32,7 @@ fn single_posts_lists_and_receives_allocate_nothing_in_steady_state() {
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();
     let remote = RemoteMemoryRegion::new(0x1000, 1 << 20, 2).unwrap();
-    let (result, allocations) = run_scope(&target, false, |s| {
+    let (result, allocations) = run_scope(&target, Unpolled::Drain, |s| {
         let g = [Gather::range(&src, 0..64)?];
         let wrs = vec![WriteWorkRequest::new(&g, remote)?; 64];
         let mut scatter = Some(Scatter::of(&mut inbox)?);

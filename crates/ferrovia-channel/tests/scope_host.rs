@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ferrovia_channel::{
     ChannelConfig, ChannelCore, MultiPeer, PeerReceiveWorkRequest, ReceiveWorkRequest, Scatter,
-    ScopeError, ScopeTarget, TransportError, run_scope,
+    ScopeError, ScopeTarget, TransportError, Unpolled, run_scope,
 };
 use ferrovia_mr::RegisterOptions;
 use support::{Double, Mode};
@@ -51,7 +51,7 @@ fn a_target_that_answers_another_engine_cannot_end_a_borrow_under_live_work() {
     let mut inbox = registry
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();
-    let r = run_scope(&target, false, |s| {
+    let r = run_scope(&target, Unpolled::Drain, |s| {
         s.post_receive(PeerReceiveWorkRequest::new(
             0,
             ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
@@ -84,14 +84,14 @@ fn a_scope_cannot_open_inside_another_over_the_same_engine() {
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();
     let mut ran = false;
-    let outer = run_scope(&target, false, |s| {
+    let outer = run_scope(&target, Unpolled::Drain, |s| {
         let h = s.post_receive(PeerReceiveWorkRequest::new(
             0,
             ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
         ))?;
         // An inner scope's drain would settle the outer receive behind its
         // handle's back; it is refused before its closure runs.
-        let inner = run_scope(s.target(), false, |_| {
+        let inner = run_scope(s.target(), Unpolled::Drain, |_| {
             ran = true;
             Ok::<_, TransportError>(())
         });
@@ -103,5 +103,5 @@ fn a_scope_cannot_open_inside_another_over_the_same_engine() {
     assert!(!ran, "the nested closure ran");
     outer.expect("the outer scope ends cleanly");
     // Closed again: the next scope opens.
-    run_scope(&target, false, |_| Ok::<_, TransportError>(())).unwrap();
+    run_scope(&target, Unpolled::Drain, |_| Ok::<_, TransportError>(())).unwrap();
 }

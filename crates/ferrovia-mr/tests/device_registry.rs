@@ -1,6 +1,8 @@
 //! Device tests of the registry: real registrations on (soft-)RoCE, data
 //! moved through views. Run by `cargo xtask test`.
 
+mod support;
+
 use std::time::Duration;
 
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
@@ -159,35 +161,5 @@ fn a_view_beyond_coverage_is_refused_before_anything_is_posted() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn eight_threads_register_and_look_up_with_exact_counters() {
     let l = connected();
-    let reg = MrRegistry::new(&l.pd);
-    const THREADS: usize = 8;
-    const BUFS: usize = 16;
-    const LOOKUPS: usize = 500;
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let reg = reg.clone();
-            s.spawn(move || {
-                let bufs: Vec<_> = (0..BUFS)
-                    .map(|i| {
-                        reg.register_buffer(vec![t as u8; 4096 + i], RegisterOptions::local())
-                            .unwrap()
-                    })
-                    .collect();
-                for i in 0..LOOKUPS {
-                    let b = &bufs[i % BUFS];
-                    let v = reg.view(b.as_ptr() as usize + 8, 64).unwrap();
-                    assert_eq!(
-                        (v.id, v.lkey),
-                        (b.registration().id(), b.registration().lkey())
-                    );
-                }
-                assert!(matches!(reg.view(8, 8), Err(MrError::NotRegistered { .. })));
-            });
-        }
-    });
-    let s = reg.stats();
-    assert_eq!(s.registrations_made, (THREADS * BUFS) as u64);
-    assert_eq!(s.hits, (THREADS * LOOKUPS) as u64);
-    assert_eq!(s.misses, THREADS as u64);
-    assert_eq!((s.live_registrations, s.registered_bytes), (0, 0));
+    support::eight_threads_register_and_look_up(&MrRegistry::new(&l.pd), 16, 500);
 }

@@ -195,33 +195,7 @@ fn remote_descriptors_need_remote_access() {
 #[test]
 fn concurrent_register_and_lookup_keep_counters_exact() {
     let (reg, fake) = registry();
-    const THREADS: usize = 8;
-    const BUFS: usize = 50;
-    const LOOKUPS: usize = 200;
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let reg = reg.clone();
-            s.spawn(move || {
-                let bufs: Vec<_> = (0..BUFS)
-                    .map(|i| {
-                        reg.register_buffer(vec![t as u8; 256 + i], RegisterOptions::local())
-                            .unwrap()
-                    })
-                    .collect();
-                for i in 0..LOOKUPS {
-                    let b = &bufs[i % BUFS];
-                    let v = reg.view(b.as_ptr() as usize + 1, 10).unwrap();
-                    assert_eq!(v.id, b.registration().id());
-                }
-            });
-        }
-    });
-    let s = reg.stats();
-    assert_eq!(s.registrations_made, (THREADS * BUFS) as u64);
-    assert_eq!(s.hits, (THREADS * LOOKUPS) as u64);
-    assert_eq!(s.misses, 0);
-    assert_eq!(s.live_registrations, 0);
-    assert_eq!(s.registered_bytes, 0);
+    support::eight_threads_register_and_look_up(&reg, 50, 200);
     assert_eq!(fake.live.load(SeqCst), 0);
 }
 

@@ -1,21 +1,12 @@
-//! Bounded fuzzing of the remote-region wire decoder: random bytes and
-//! mutations of valid encodings must give a value or a typed error, never
-//! a panic, and whatever decodes must re-encode to the same bytes.
+//! Property tests of the remote-region wire decoder (proptest): random
+//! bytes and mutations of valid encodings must give a value or a typed
+//! error, never a panic, and whatever decodes must re-encode to the same
+//! bytes. Failures are shrunk and recorded under `proptest-regressions/`.
 
 use ferrovia_mr::{MrError, RemoteMemoryRegion, WIRE_MAX_LEN};
+use proptest::prelude::*;
 
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
+/// Decodes `bytes`; whether they were a valid encoding.
 fn check(bytes: &[u8]) -> bool {
     match RemoteMemoryRegion::decode(bytes) {
         Ok(r) => {
@@ -38,37 +29,58 @@ fn check(bytes: &[u8]) -> bool {
     }
 }
 
-#[test]
-fn random_bytes_never_panic() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut decoded = 0;
-    for _ in 0..300_000 {
-        let len = (rng.next() % 32) as usize;
-        let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        if len > 0 && rng.next().is_multiple_of(2) {
-            bytes[0] = 1; // make half of them the right version
-        }
-        decoded += usize::from(check(&bytes));
-    }
-    assert!(decoded > 0, "the fuzzer never produced a valid encoding");
+/// A valid region: non-empty, not overflowing.
+fn region() -> impl Strategy<Value = RemoteMemoryRegion> {
+    (1u64..=u64::MAX / 2, any::<u64>(), any::<u32>()).prop_map(|(len, addr, rkey)| {
+        let addr = addr % (u64::MAX - len);
+        RemoteMemoryRegion::new(addr, len, rkey).expect("in range by construction")
+    })
 }
 
-#[test]
-fn mutated_encodings_never_panic() {
-    let mut rng = Rng(42);
-    for _ in 0..50_000 {
-        let len = 1 + rng.next() % (1 << 40);
-        let addr = rng.next() % (u64::MAX - len);
-        let r = RemoteMemoryRegion::new(addr, len, rng.next() as u32).unwrap();
+/// How a valid encoding is damaged.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip { at: usize, bit: u8 },
+    Truncate(usize),
+    Append(u8),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
+        any::<usize>().prop_map(Mutation::Truncate),
+        any::<u8>().prop_map(Mutation::Append),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    #[test]
+    fn random_bytes_never_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..32), right_version in any::<bool>()) {
+        if right_version && !bytes.is_empty() {
+            bytes[0] = 1; // half of them get past the version check
+        }
+        check(&bytes);
+    }
+
+    #[test]
+    fn valid_encodings_round_trip(r in region()) {
+        let bytes = r.encode();
+        prop_assert_eq!(RemoteMemoryRegion::decode(&bytes).unwrap(), r);
+        prop_assert!(check(&bytes));
+    }
+
+    #[test]
+    fn mutated_encodings_never_panic(r in region(), m in mutation()) {
         let mut bytes = r.encode();
-        assert_eq!(RemoteMemoryRegion::decode(&bytes).unwrap(), r);
-        match rng.next() % 3 {
-            0 => {
-                let i = (rng.next() as usize) % bytes.len();
-                bytes[i] ^= 1 << (rng.next() % 8);
+        match m {
+            Mutation::Flip { at, bit } => {
+                let i = at % bytes.len();
+                bytes[i] ^= 1 << bit;
             }
-            1 => bytes.truncate((rng.next() as usize) % bytes.len()),
-            _ => bytes.push(rng.next() as u8),
+            Mutation::Truncate(at) => bytes.truncate(at % bytes.len()),
+            Mutation::Append(b) => bytes.push(b),
         }
         check(&bytes);
     }

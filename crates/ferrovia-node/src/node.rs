@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferrovia_channel::{
     ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
-    PollingScope, ScopeError, ScopeTarget, TransportError, WriteWorkRequest, run_scope,
+    PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 #[cfg(feature = "verbs")]
@@ -296,7 +296,7 @@ impl Node {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Node>) -> Result<T, E>,
     {
-        run_scope(&*self, false, f)
+        run_scope(&*self, Unpolled::Drain, f)
     }
 
     /// Like [`Node::scope`], with unpolled requests reported.
@@ -304,7 +304,7 @@ impl Node {
     where
         F: for<'scope> FnOnce(&mut PollingScope<'scope, 'env, Node>) -> Result<T, E>,
     {
-        run_scope(&*self, true, f)
+        run_scope(&*self, Unpolled::Report, f)
     }
 
     /// A barrier among `peers` outside any scope.

@@ -15,13 +15,14 @@
 //!   mode, one lock), so the fast path has no thread hand-off. An
 //!   operation's buffers stay in use until UCX reports it complete, and
 //!   every UCX callback runs inside `catch_unwind`.
-//! - [`UcxRegistrar`] also allocates the memory of `MrRegistry::alloc`
-//!   with `ucp_mem_map(ALLOCATE)`: peers on the same host map it, so puts
-//!   and gets to it are plain copies.
-//! - [`UcxRegistrar`] registers memory with `ucp_mem_map`; peers fetch a
-//!   registration's packed rkey from its owner's key directory on first
-//!   use, so a `RemoteMemoryRegion` is the same small `Copy` value as on
-//!   verbs. Range and rights are checked before every put or get.
+//! - [`UcxRegistrar`] registers memory with `ucp_mem_map`, and allocates
+//!   the memory of `MrRegistry::alloc` with `ucp_mem_map(ALLOCATE)` (peers
+//!   on the same host map it, so puts and gets to it are plain copies).
+//!   Peers fetch a registration's packed rkey from its owner's key
+//!   directory on first use, so a `RemoteMemoryRegion` is the same small
+//!   `Copy` value as on verbs; range and rights are checked before every
+//!   put or get, and a deregistered key is revoked at every peer that
+//!   fetched it before its memory is unmapped.
 //!   Dropping a registration revokes its key at every peer that fetched
 //!   it and unmaps only once each has acknowledged (none of its accesses
 //!   is in flight, later ones fail with `IBV_WC_REM_ACCESS_ERR`) or has its

@@ -325,19 +325,10 @@ impl QueuePair {
         // the memory the SGEs name is kept valid and race-free until
         // completion by our caller's contract.
         let ret = unsafe { sys::ibv_post_send(self.as_raw(), wr.as_raw(), &mut bad) };
-        if ret == 0 {
-            return Ok(());
-        }
-        let bad_wr_id = if bad.is_null() {
-            wr.wr_id()
-        } else {
-            // SAFETY: on failure `bad` points into the caller's list.
-            unsafe { (*bad).wr_id }
-        };
-        Err(VerbsError::Post {
-            verb: "ibv_post_send",
-            errno: ret,
-            bad_wr_id,
+        // SAFETY: only read on failure, when `bad` is NULL or points into
+        // the caller's list, which `wr` still borrows.
+        posted("ibv_post_send", ret, wr.wr_id(), || unsafe {
+            bad.as_ref().map(|b| b.wr_id)
         })
     }
 
@@ -356,21 +347,30 @@ impl QueuePair {
         // live for the call, and memory our caller keeps valid and
         // untouched until the receive completes or is flushed.
         let ret = unsafe { sys::ibv_post_recv(self.as_raw(), wr.as_raw(), &mut bad) };
-        if ret == 0 {
-            return Ok(());
-        }
-        let bad_wr_id = if bad.is_null() {
-            wr.wr_id()
-        } else {
-            // SAFETY: on failure `bad` points into the caller's list.
-            unsafe { (*bad).wr_id }
-        };
-        Err(VerbsError::Post {
-            verb: "ibv_post_recv",
-            errno: ret,
-            bad_wr_id,
+        // SAFETY: as in `post_send`.
+        posted("ibv_post_recv", ret, wr.wr_id(), || unsafe {
+            bad.as_ref().map(|b| b.wr_id)
         })
     }
+}
+
+/// The outcome of a post verb that returned `ret`: on failure, the error
+/// names the first request not posted (where the provider stopped, from
+/// `stopped`, else the list's first).
+fn posted(
+    verb: &'static str,
+    ret: i32,
+    first_wr_id: u64,
+    stopped: impl FnOnce() -> Option<u64>,
+) -> Result<()> {
+    if ret == 0 {
+        return Ok(());
+    }
+    Err(VerbsError::Post {
+        verb,
+        errno: ret,
+        bad_wr_id: stopped().unwrap_or(first_wr_id),
+    })
 }
 
 impl std::fmt::Debug for QueuePair {
