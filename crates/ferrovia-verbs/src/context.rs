@@ -66,6 +66,39 @@ pub struct DeviceAttributes {
     pub max_qp_init_rd_atom: u32,
     /// Number of physical ports.
     pub phys_port_cnt: u8,
+    /// Whether and how the device runs remote atomics.
+    pub atomic_cap: AtomicCap,
+    /// Maximum shared receive queues (0: none).
+    pub max_srq: u32,
+    /// Maximum receives one shared receive queue holds.
+    pub max_srq_wr: u32,
+}
+
+/// How a device runs remote atomics (`enum ibv_atomic_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AtomicCap {
+    /// No remote atomics.
+    None,
+    /// Atomic with respect to other atomics through this device.
+    Hca,
+    /// Atomic with respect to every agent on the memory bus.
+    Global,
+}
+
+impl AtomicCap {
+    fn from_raw(v: u32) -> AtomicCap {
+        match v {
+            sys::IBV_ATOMIC_HCA => AtomicCap::Hca,
+            sys::IBV_ATOMIC_GLOB => AtomicCap::Global,
+            _ => AtomicCap::None,
+        }
+    }
+
+    /// Whether remote fetch-and-add and compare-and-swap work at all.
+    pub fn supported(self) -> bool {
+        self != AtomicCap::None
+    }
 }
 
 fn to_u32(v: i32) -> u32 {
@@ -157,6 +190,9 @@ impl Context {
             max_qp_rd_atom: to_u32(a.max_qp_rd_atom),
             max_qp_init_rd_atom: to_u32(a.max_qp_init_rd_atom),
             phys_port_cnt: a.phys_port_cnt,
+            atomic_cap: AtomicCap::from_raw(a.atomic_cap),
+            max_srq: to_u32(a.max_srq),
+            max_srq_wr: to_u32(a.max_srq_wr),
         })
     }
 

@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+mod async_event;
 mod completion;
 mod connect;
 mod context;
@@ -41,12 +42,14 @@ mod mr;
 mod pd;
 mod port;
 mod qp;
+mod srq;
 mod types_abi;
 mod wr;
 
+pub use async_event::AsyncEvent;
 pub use completion::WorkCompletion;
 pub use connect::ConnectOptions;
-pub use context::{Context, DeviceAttributes};
+pub use context::{AtomicCap, Context, DeviceAttributes};
 pub use cq::CompletionQueue;
 pub use device::{DeviceInfo, devices};
 pub use endpoint::Endpoint;
@@ -60,4 +63,5 @@ pub use mr::MemoryRegion;
 pub use pd::ProtectionDomain;
 pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
 pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};
+pub use srq::SharedReceiveQueue;
 pub use wr::{RecvWr, SendWr, link_recv, link_send};

@@ -11,6 +11,7 @@ use crate::error::{Result, VerbsError, check, lib, loaded, null_error};
 use crate::gid::GidEntry;
 use crate::pd::{PdInner, ProtectionDomain};
 use crate::port::{LinkLayer, PortAttributes};
+use crate::srq::{SharedReceiveQueue, SrqInner};
 use crate::wr::{RecvWr, SendWr};
 
 /// Queue sizes of a QP.
@@ -85,9 +86,17 @@ pub struct QueuePairBuilder<'a> {
     recv_cq: &'a CompletionQueue,
     caps: QpCaps,
     port: Option<u8>,
+    srq: Option<&'a SharedReceiveQueue>,
 }
 
 impl<'a> QueuePairBuilder<'a> {
+    /// Takes receives from `srq` instead of a receive queue of its own
+    /// (`max_recv_wr` is then ignored).
+    pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
+        self.srq = Some(srq);
+        self
+    }
+
     /// Queue sizes (default: [`QpCaps::default`]).
     pub fn caps(mut self, caps: QpCaps) -> Self {
         self.caps = caps;
@@ -126,6 +135,7 @@ impl<'a> QueuePairBuilder<'a> {
             },
             qp_type: sys::IBV_QPT_RC,
             sq_sig_all: 0,
+            srq: self.srq.map_or(null_mut(), SharedReceiveQueue::as_raw),
             ..Default::default()
         };
         // SAFETY: valid PD and CQs (kept alive by the QP below).
@@ -165,6 +175,7 @@ impl<'a> QueuePairBuilder<'a> {
             pd: self.pd.inner.clone(),
             _send_cq: self.send_cq.inner.clone(),
             _recv_cq: self.recv_cq.inner.clone(),
+            _srq: self.srq.map(|s| s.inner.clone()),
         })
     }
 }
@@ -187,6 +198,8 @@ pub struct QueuePair {
     pub(crate) pd: Arc<PdInner>,
     _send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
+    /// The shared receive queue it takes receives from, kept alive.
+    _srq: Option<Arc<SrqInner>>,
 }
 
 // SAFETY: posting and modifying QPs is thread-safe in libibverbs.
@@ -214,6 +227,7 @@ impl QueuePair {
             recv_cq,
             caps: QpCaps::default(),
             port: None,
+            srq: None,
         }
     }
 
@@ -357,7 +371,7 @@ impl QueuePair {
 /// The outcome of a post verb that returned `ret`: on failure, the error
 /// names the first request not posted (where the provider stopped, from
 /// `stopped`, else the list's first).
-fn posted(
+pub(crate) fn posted(
     verb: &'static str,
     ret: i32,
     first_wr_id: u64,

@@ -81,6 +81,47 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// A remote fetch-and-add: adds `add` to the 8-byte aligned u64 at
+    /// `remote_addr` and writes its original value into the one 8-byte
+    /// local SGE.
+    pub fn fetch_add(
+        wr_id: u64,
+        sges: &'a [Sge],
+        remote_addr: u64,
+        rkey: u32,
+        add: u64,
+    ) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_ATOMIC_FETCH_AND_ADD, sges);
+        wr.set_atomic(remote_addr, rkey, add, 0);
+        wr
+    }
+
+    /// A remote compare-and-swap: stores `swap` into the 8-byte aligned
+    /// u64 at `remote_addr` if it equals `compare`, and writes its original
+    /// value into the one 8-byte local SGE.
+    pub fn compare_swap(
+        wr_id: u64,
+        sges: &'a [Sge],
+        remote_addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    ) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_ATOMIC_CMP_AND_SWP, sges);
+        wr.set_atomic(remote_addr, rkey, compare, swap);
+        wr
+    }
+
+    fn set_atomic(&mut self, remote_addr: u64, rkey: u32, compare_add: u64, swap: u64) {
+        // Writing a Copy union field is safe; it selects the `atomic` member.
+        self.raw.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr,
+            compare_add,
+            swap,
+            rkey,
+        };
+    }
+
     fn set_remote(&mut self, remote_addr: u64, rkey: u32) {
         // Writing a Copy union field is safe; it selects the `rdma` member.
         self.raw.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
