@@ -3,6 +3,7 @@
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
 use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
+use crate::atomic::AtomicWorkRequest;
 use crate::builder::ChannelBuilder;
 use crate::core::ChannelCore;
 use crate::element::{Gather, Scatter};
@@ -190,6 +191,15 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
         wr: ReadWorkRequest<'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.read_from(0, wr)
+    }
+
+    /// Posts a remote atomic (see
+    /// [`PollingScope::post_atomic`] on a `MultiChannel`).
+    pub fn post_atomic(
+        &mut self,
+        wr: AtomicWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.atomic_to(0, wr)
     }
 
     /// Posts several writes as one list (see

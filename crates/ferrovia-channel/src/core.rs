@@ -31,6 +31,8 @@ pub struct ChannelCore {
     pub(crate) send_depth: Vec<u32>,
     pub(crate) recv_depth: Vec<u32>,
     pub(crate) max_inline: Vec<u32>,
+    /// Whether the transport runs remote atomics.
+    pub(crate) atomics: bool,
 }
 
 /// The engine's mutable state.
@@ -74,7 +76,9 @@ impl ChannelCore {
         let send_depth: Vec<u32> = (0..peers).map(|p| transport.send_depth(p)).collect();
         let recv_depth: Vec<u32> = (0..peers).map(|p| transport.recv_depth(p)).collect();
         let max_inline = (0..peers).map(|p| transport.max_inline(p)).collect();
+        let atomics = transport.atomics();
         ChannelCore {
+            atomics,
             state: RefCell::new(EngineState {
                 slots: Slots::new(&send_depth, &recv_depth),
                 broken: vec![false; peers],

@@ -77,6 +77,26 @@ pub enum TransportError {
         /// The peer index.
         peer: usize,
     },
+    /// An atomic's local result buffer is not 8 bytes.
+    #[error("an atomic's result buffer must be 8 bytes, not {len}")]
+    AtomicResultSize {
+        /// Its length.
+        len: usize,
+    },
+    /// An atomic's remote word is not 8-byte aligned.
+    #[error("an atomic's remote word at {addr:#x} is not 8-byte aligned")]
+    MisalignedAtomic {
+        /// The remote address.
+        addr: u64,
+    },
+    /// The transport (or device) cannot run remote atomics.
+    #[error(
+        "remote atomics are not supported towards peer {peer} (the device's atomic_cap is none)"
+    )]
+    AtomicsUnsupported {
+        /// The peer index.
+        peer: usize,
+    },
     /// A list post with no request in it.
     #[error("a list post needs at least one request")]
     EmptyList,

@@ -54,6 +54,7 @@ b.scope(|rx| {
 "#
 )]
 
+mod atomic;
 mod builder;
 #[cfg(feature = "verbs")]
 mod channel;
@@ -73,6 +74,7 @@ mod transport;
 #[cfg(feature = "verbs")]
 mod verbs_transport;
 
+pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
 #[cfg(feature = "verbs")]
 pub use channel::Channel;

@@ -6,6 +6,7 @@ use ferrovia_mr::MrRegistry;
 #[cfg(feature = "verbs")]
 use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
+use crate::atomic::PeerAtomicWorkRequest;
 use crate::builder::ChannelBuilder;
 use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
@@ -188,6 +189,16 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         wr: PeerReadWorkRequest<'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.read_from(wr.peer, wr.wr)
+    }
+
+    /// Posts a remote atomic to the request's peer; the completed work
+    /// hands back the 8-byte result buffer holding the word's original
+    /// value ([`WorkDone::original_value`](crate::WorkDone::original_value)).
+    pub fn post_atomic(
+        &mut self,
+        wr: PeerAtomicWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.atomic_to(wr.peer, wr.wr)
     }
 
     /// Posts sends to several peers.

@@ -14,6 +14,19 @@ pub enum OpKind {
     Write,
     /// One-sided RDMA read.
     Read,
+    /// Remote fetch-and-add on an 8-byte word: the original value is
+    /// written into the one 8-byte local element.
+    FetchAdd,
+    /// Remote compare-and-swap on an 8-byte word: the original value is
+    /// written into the one 8-byte local element.
+    CompareSwap,
+}
+
+impl OpKind {
+    /// Whether the device writes the local elements (reads and atomics).
+    pub fn writes_locally(self) -> bool {
+        matches!(self, OpKind::Read | OpKind::FetchAdd | OpKind::CompareSwap)
+    }
 }
 
 /// A send-queue operation.
@@ -23,14 +36,20 @@ pub struct SendOp {
     pub wr_id: u64,
     /// What it does.
     pub kind: OpKind,
-    /// Local buffers (gathered for send/write, scattered for read).
+    /// Local buffers (gathered for send/write, scattered for read, the
+    /// 8-byte result of an atomic).
     pub sges: [Sge; MAX_ELEMENTS],
     /// How many of `sges` are used.
     pub num_sge: usize,
-    /// Remote address (write/read).
+    /// Remote address (write/read/atomic).
     pub remote_addr: u64,
-    /// Remote key (write/read).
+    /// Remote key (write/read/atomic).
     pub rkey: u32,
+    /// Atomics: the value added (fetch-and-add) or compared
+    /// (compare-and-swap).
+    pub compare_add: u64,
+    /// Compare-and-swap: the value stored if the comparison holds.
+    pub swap: u64,
     /// Immediate data (send/write).
     pub imm: Option<u32>,
     /// Whether it produces a completion of its own.
@@ -78,6 +97,9 @@ pub struct Completion {
     pub byte_len: u32,
     /// Immediate data delivered (receives).
     pub imm: Option<u32>,
+    /// The sending peer of a receive from the shared pool (the transport
+    /// fills it in; the core knows every other request's peer itself).
+    pub peer: Option<u32>,
 }
 
 impl Default for Completion {
@@ -88,6 +110,7 @@ impl Default for Completion {
             vendor_err: 0,
             byte_len: 0,
             imm: None,
+            peer: None,
         }
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct SendSpec<'a, 'env> {
     pub(crate) gather: &'a [Gather<'env>],
     pub(crate) remote: Option<(u64, u32)>,
     pub(crate) imm: Option<u32>,
+    /// Atomics: (compare or add, swap).
+    pub(crate) operands: (u64, u64),
 }
 
 /// A request that posts to the send queue: sends and writes, in lists.
@@ -35,6 +37,7 @@ impl<'env> AsSpec<'env> for SendWorkRequest<'_, 'env> {
             gather: self.gather,
             remote: None,
             imm: self.imm,
+            operands: (0, 0),
         }
     }
 }
@@ -46,6 +49,7 @@ impl<'env> AsSpec<'env> for WriteWorkRequest<'_, 'env> {
             gather: self.gather,
             remote: Some((self.remote.addr(), self.remote.rkey())),
             imm: self.imm,
+            operands: (0, 0),
         }
     }
 }
@@ -57,6 +61,8 @@ const EMPTY_OP: SendOp = SendOp {
     num_sge: 0,
     remote_addr: 0,
     rkey: 0,
+    compare_add: 0,
+    swap: 0,
     imm: None,
     signaled: true,
     inline: false,
@@ -210,7 +216,7 @@ impl ChannelCore {
     ) -> SendOp {
         let mut op = EMPTY_OP;
         let mut total = 0u64;
-        if spec.kind == OpKind::Read {
+        if spec.kind.writes_locally() {
             op.sges[..scatter.len()].copy_from_slice(scatter);
             op.num_sge = scatter.len();
         } else {
@@ -226,10 +232,11 @@ impl ChannelCore {
         op.remote_addr = remote_addr;
         op.rkey = rkey;
         op.imm = spec.imm;
+        (op.compare_add, op.swap) = spec.operands;
         op.signaled = signaled;
         // Small payloads ride in the WQE: no DMA read of the buffer.
         op.inline =
-            spec.kind != OpKind::Read && total > 0 && total <= u64::from(self.max_inline[peer]);
+            !spec.kind.writes_locally() && total > 0 && total <= u64::from(self.max_inline[peer]);
         op
     }
 

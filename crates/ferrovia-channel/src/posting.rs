@@ -1,11 +1,14 @@
 //! The posts every scope offers, by peer index; the single- and
 //! multi-peer APIs are thin layers over these.
 
+use crate::atomic::{AtomicOp, AtomicWorkRequest};
+use crate::error::TransportError;
 use crate::error::TransportResult;
 use crate::op::OpKind;
 use crate::post::{AsSpec, SendSpec, read_parts};
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork};
+use crate::slots::RawBuf;
 
 impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
     pub(crate) fn send_to(
@@ -47,8 +50,37 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
             gather: &[],
             remote: Some((wr.remote.addr(), wr.remote.rkey())),
             imm: None,
+            operands: (0, 0),
         };
         let t = self.core().post_send(peer, &spec, &bufs[..n], &sges[..n])?;
+        Ok(self.handle(t))
+    }
+
+    pub(crate) fn atomic_to(
+        &mut self,
+        peer: usize,
+        wr: AtomicWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        if !self.core().atomics {
+            return Err(TransportError::AtomicsUnsupported { peer });
+        }
+        let (kind, operands) = match wr.op {
+            AtomicOp::FetchAdd { add } => (OpKind::FetchAdd, (add, 0)),
+            AtomicOp::CompareSwap { compare, swap } => (OpKind::CompareSwap, (compare, swap)),
+        };
+        let spec = SendSpec {
+            kind,
+            gather: &[],
+            remote: Some((wr.remote.addr(), wr.remote.rkey())),
+            imm: None,
+            operands,
+        };
+        let sge = wr.result.sge;
+        let buf = RawBuf {
+            ptr: wr.result.ptr,
+            sge,
+        };
+        let t = self.core().post_send(peer, &spec, &[buf], &[sge])?;
         Ok(self.handle(t))
     }
 

@@ -82,6 +82,15 @@ impl<'env> WorkDone<'env> {
         self.completion.imm
     }
 
+    /// An atomic's result: the remote word's value before the operation,
+    /// read from the 8-byte result buffer in this host's byte order. (Any
+    /// request whose first handed-back buffer is 8 bytes gives its value;
+    /// `None` when there is no such buffer.)
+    pub fn original_value(&self) -> Option<u64> {
+        let b = self.bufs[0].as_ref()?.bytes();
+        Some(u64::from_ne_bytes(b.try_into().ok()?))
+    }
+
     /// The first buffer of a receive or read, handed back for reading.
     pub fn into_buffer(self) -> Option<&'env mut [u8]> {
         self.into_buffers().next()

@@ -45,6 +45,12 @@ pub unsafe trait Transport: Send + Sync {
     /// Largest inline payload towards `peer`.
     fn max_inline(&self, peer: usize) -> u32;
 
+    /// Whether remote atomics (fetch-and-add and compare-and-swap on an
+    /// 8-byte word) run towards every peer. Default: no.
+    fn atomics(&self) -> bool {
+        false
+    }
+
     /// Posts `ops` to `peer`'s send queue, in order (one doorbell where
     /// the transport has doorbells). Nothing from the failing op on is
     /// posted when it fails.

@@ -25,6 +25,8 @@ pub struct VerbsTransport {
     pub(crate) pd: ProtectionDomain,
     pub(crate) cq: CompletionQueue,
     pub(crate) qps: Vec<QueuePair>,
+    /// Whether the device runs remote atomics (`atomic_cap`).
+    atomics: bool,
 }
 
 impl VerbsTransport {
@@ -52,10 +54,12 @@ impl VerbsTransport {
             }
             qps.push(b.build()?);
         }
+        let atomics = ctx.query_device()?.atomic_cap.supported();
         Ok(VerbsTransport {
             pd: pd.clone(),
             cq,
             qps,
+            atomics,
         })
     }
 
@@ -80,6 +84,17 @@ fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
             SendWr::write_with_imm(op.wr_id, sges, op.remote_addr, op.rkey, imm)
         }
         (OpKind::Read, _) => SendWr::read(op.wr_id, sges, op.remote_addr, op.rkey),
+        (OpKind::FetchAdd, _) => {
+            SendWr::fetch_add(op.wr_id, sges, op.remote_addr, op.rkey, op.compare_add)
+        }
+        (OpKind::CompareSwap, _) => SendWr::compare_swap(
+            op.wr_id,
+            sges,
+            op.remote_addr,
+            op.rkey,
+            op.compare_add,
+            op.swap,
+        ),
     };
     wr.signaled(op.signaled).inline(op.inline)
 }
@@ -91,6 +106,7 @@ fn to_completion(wc: &WorkCompletion) -> Completion {
         vendor_err: wc.error().vendor_err,
         byte_len: wc.byte_len(),
         imm: if wc.is_success() { wc.imm_data() } else { None },
+        peer: None,
     }
 }
 
@@ -116,6 +132,10 @@ unsafe impl Transport for VerbsTransport {
 
     fn max_inline(&self, peer: usize) -> u32 {
         self.qps[peer].caps().max_inline_data
+    }
+
+    fn atomics(&self) -> bool {
+        self.atomics
     }
 
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::{WAIT, buf, pair, pair_with, pattern, remote_rw};
 use ferrovia_channel::{
-    Gather, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopeTarget, SendWorkRequest,
-    TransportError, WriteWorkRequest,
+    AtomicOp, AtomicWorkRequest, Gather, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
+    ScopeTarget, SendWorkRequest, TransportError, WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
 use ferrovia_verbs::{ConnectOptions, WcClass};
@@ -270,4 +270,59 @@ fn bad_requests_are_typed_errors_before_posting() {
         )
         .is_err()
     );
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn atomics_hand_back_the_original_value() {
+    let (mut a, b) = pair();
+    let counter = b
+        .registry()
+        .alloc(64, RegisterOptions::local().allow_remote_atomic())
+        .unwrap();
+    counter.store_u64(8, 40).unwrap();
+    let word = counter
+        .registration()
+        .remote()
+        .unwrap()
+        .sub_region(8, 8)
+        .unwrap();
+    let mut result = a.registry().alloc(8, RegisterOptions::local()).unwrap();
+    a.scope(|s| {
+        // The result buffer comes back with each completion and goes out
+        // with the next request.
+        let mut buf = Scatter::of(&mut result)?;
+        let ops = [
+            (AtomicOp::FetchAdd { add: 1 }, 40),
+            (AtomicOp::FetchAdd { add: 1 }, 41),
+            (AtomicOp::FetchAdd { add: 1 }, 42),
+            // Compare-and-swap: a wrong guess leaves the word, a right one
+            // swaps; both see 43.
+            (
+                AtomicOp::CompareSwap {
+                    compare: 7,
+                    swap: 100,
+                },
+                43,
+            ),
+            (
+                AtomicOp::CompareSwap {
+                    compare: 43,
+                    swap: 100,
+                },
+                43,
+            ),
+        ];
+        for (op, before) in ops {
+            let done = s
+                .post_atomic(AtomicWorkRequest::new(buf, word, op)?)?
+                .wait(WAIT)?;
+            assert_eq!(done.original_value(), Some(before), "{op:?}");
+            buf = done.into_scatter().unwrap();
+        }
+        Ok::<_, TransportError>(())
+    })
+    .unwrap();
+    // The owner reads the word with an atomic load.
+    assert_eq!(counter.load_u64(8).unwrap(), 100);
 }

@@ -95,15 +95,12 @@ impl Registration<'_> {
     }
 
     /// What a peer needs to reach the whole registration. Refused unless
-    /// remote read or write was granted.
+    /// remote read, write or atomics were granted.
     pub fn remote(&self) -> Result<RemoteMemoryRegion, MrError> {
-        let access = self.access();
-        if !(access.contains(AccessFlags::REMOTE_READ)
-            || access.contains(AccessFlags::REMOTE_WRITE))
-        {
+        if !self.access().grants_remote() {
             return Err(MrError::AccessNotGranted {
                 what: "a remote descriptor",
-                needed: "REMOTE_READ or REMOTE_WRITE",
+                needed: "REMOTE_READ, REMOTE_WRITE or REMOTE_ATOMIC",
             });
         }
         Ok(self.view().remote())

@@ -610,6 +610,9 @@ impl Engine {
                 return;
             };
             match e.op.kind {
+                // Not offered yet (`atomics()` is false, so the core
+                // refuses them before posting).
+                OpKind::FetchAdd | OpKind::CompareSwap => e.fail(ffi::UCS_ERR_UNSUPPORTED),
                 OpKind::Send => {
                     if p.unflushed > 0 {
                         return;
@@ -931,6 +934,7 @@ impl Engine {
             vendor_err: vendor_err(ev.status),
             byte_len: if ok && !write { ev.len as u32 } else { 0 },
             imm: if ok { tag::imm_of(ev.tag) } else { None },
+            peer: None,
         });
         true
     }
@@ -1008,5 +1012,6 @@ fn send_completion(wr_id: u64, status: ffi::ucs_status_t) -> Completion {
         vendor_err: vendor_err(status),
         byte_len: 0,
         imm: None,
+        peer: None,
     }
 }

@@ -211,6 +211,8 @@ mod tests {
             num_sge: 0,
             remote_addr: 0,
             rkey: 1,
+            compare_add: 0,
+            swap: 0,
             imm,
             signaled,
             inline: false,

@@ -1,0 +1,63 @@
+//! Remote atomics' typed errors before anything is posted, on the host
+//! through the transport double (which runs no atomics).
+
+mod support;
+
+use ferrovia_channel::{
+    AtomicWorkRequest, ChannelConfig, PeerAtomicWorkRequest, Scatter, TransportError, Unpolled,
+    run_scope,
+};
+use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
+use support::{Double, Mode};
+
+#[test]
+fn bad_atomics_are_typed_errors_before_posting() {
+    let double = Double::new(1, 8, Mode::Instant);
+    let target = support::target(&double, ChannelConfig::default());
+    let registry = support::registry();
+    let mut result = registry
+        .register_buffer(vec![0u8; 16], RegisterOptions::local())
+        .unwrap();
+    let word = RemoteMemoryRegion::new(0x1000, 64, 7).unwrap();
+    // A result buffer that is not 8 bytes.
+    let e = AtomicWorkRequest::fetch_add(Scatter::of(&mut result).unwrap(), word, 1).unwrap_err();
+    assert!(
+        matches!(e, TransportError::AtomicResultSize { len: 16 }),
+        "{e}"
+    );
+    // A remote word that is not 8-byte aligned.
+    let odd = RemoteMemoryRegion::new(0x1004, 64, 7).unwrap();
+    let e = AtomicWorkRequest::compare_swap(Scatter::range(&mut result, 0..8).unwrap(), odd, 0, 1)
+        .unwrap_err();
+    assert!(
+        matches!(e, TransportError::MisalignedAtomic { addr: 0x1004 }),
+        "{e}"
+    );
+    // A remote region shorter than a word.
+    let short = RemoteMemoryRegion::new(0x1000, 4, 7).unwrap();
+    let e = AtomicWorkRequest::fetch_add(Scatter::range(&mut result, 0..8).unwrap(), short, 1)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TransportError::RemoteTooSmall {
+                local: 8,
+                remote: 4
+            }
+        ),
+        "{e}"
+    );
+    // A transport without atomics refuses before posting.
+    let r = run_scope(&target, Unpolled::Drain, |s| {
+        let wr = AtomicWorkRequest::fetch_add(Scatter::range(&mut result, 0..8)?, word, 1)?;
+        s.post_atomic(PeerAtomicWorkRequest::new(0, wr)).map(drop)
+    });
+    assert!(
+        matches!(
+            r.as_ref().err().and_then(|e| e.closure()),
+            Some(TransportError::AtomicsUnsupported { peer: 0 })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(double.posted.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
