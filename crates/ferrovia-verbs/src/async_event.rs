@@ -23,6 +23,12 @@ pub enum AsyncEvent {
         /// Its QP number.
         qp_num: u32,
     },
+    /// A QP attached to a shared receive queue, now in the error state,
+    /// will take no more receives from it.
+    LastWqeReached {
+        /// Its QP number.
+        qp_num: u32,
+    },
     /// A port became active or went down.
     Port {
         /// The port number.
@@ -91,6 +97,9 @@ impl Context {
                         qp_num: ev.element.qp.as_ref().map_or(0, |qp| qp.qp_num),
                     }
                 }
+                E::IBV_EVENT_QP_LAST_WQE_REACHED => AsyncEvent::LastWqeReached {
+                    qp_num: ev.element.qp.as_ref().map_or(0, |qp| qp.qp_num),
+                },
                 E::IBV_EVENT_PORT_ACTIVE | E::IBV_EVENT_PORT_ERR => AsyncEvent::Port {
                     port: u8::try_from(ev.element.port_num).unwrap_or(0),
                     active: kind == E::IBV_EVENT_PORT_ACTIVE,

@@ -220,3 +220,29 @@ fn the_low_watermark_raises_one_async_event() {
         })
     );
 }
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn qps_moved_to_error_take_no_more_shared_receives() {
+    let st = star(2, 16);
+    let inbox = Buf::new(&st.pd, 64, AccessFlags::LOCAL_WRITE);
+    for i in 0..4u64 {
+        let sge = [inbox.sge(i as usize * 16, 16)];
+        // SAFETY: as above.
+        unsafe { st.srq.post_recv(&mut RecvWr::new(i, &sge)).unwrap() };
+    }
+    for s in &st.servers {
+        s.to_error().unwrap();
+    }
+    // Devices that raise LAST_WQE_REACHED do so now; soft-RoCE does not
+    // (rdma_rxe in Debian 12's kernel), so this only checks that nothing
+    // else arrives.
+    let ctx = st.pd.context();
+    while let Some(ev) = ctx.next_async_event(Duration::from_millis(300)).unwrap() {
+        assert!(matches!(ev, AsyncEvent::LastWqeReached { .. }), "{ev:?}");
+    }
+    // Moving the QPs to error consumed and flushed no pool receive: they
+    // stay in the pool, untouched.
+    let mut wc = [ferrovia_verbs::WorkCompletion::default()];
+    assert_eq!(st.server_cq.poll(&mut wc).unwrap(), 0, "a pool receive was touched");
+}
