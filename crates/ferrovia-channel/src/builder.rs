@@ -33,6 +33,16 @@ impl ChannelBuilder {
         self
     }
 
+    /// Gives the channel one pool of `n` receives that every peer's
+    /// messages land in (a shared receive queue on verbs), posted with
+    /// [`post_receive_any`](crate::PollingScope::post_receive_any), instead
+    /// of a receive queue per peer: memory grows with the pool, not with
+    /// the number of peers. 0 (the default) keeps per-peer receives.
+    pub fn shared_receives(mut self, n: u32) -> Self {
+        self.cfg.shared_receives = n;
+        self
+    }
+
     /// The configuration built so far.
     pub fn config(&self) -> &ChannelConfig {
         &self.cfg

@@ -23,6 +23,10 @@ pub struct ChannelConfig {
     /// Transport parameters of the connections.
     #[cfg(feature = "verbs")]
     pub connect: ConnectOptions,
+    /// Receives in the channel's shared receive pool (default 0: none;
+    /// each peer has its own receive queue). With a pool, every message
+    /// from any peer lands in a receive posted with `post_receive_any`.
+    pub shared_receives: u32,
     /// How long a scope waits for outstanding work at its end before it
     /// flushes it (default 10 s).
     pub drain_deadline: Duration,
@@ -41,6 +45,7 @@ impl Default for ChannelConfig {
             caps: QpCaps::default(),
             #[cfg(feature = "verbs")]
             connect: ConnectOptions::default(),
+            shared_receives: 0,
             drain_deadline: Duration::from_secs(10),
             op_timeout: Duration::from_secs(30),
         }

@@ -33,6 +33,8 @@ pub struct ChannelCore {
     pub(crate) max_inline: Vec<u32>,
     /// Whether the transport runs remote atomics.
     pub(crate) atomics: bool,
+    /// Receives the shared pool holds (0: none).
+    pub(crate) shared_depth: u32,
 }
 
 /// The engine's mutable state.
@@ -40,6 +42,9 @@ pub(crate) struct EngineState {
     pub(crate) slots: Slots,
     /// Per peer: whether its connection is in the error state.
     pub(crate) broken: Vec<bool>,
+    /// Whether the shared receive pool was stopped (its receives left
+    /// unreachable in the transport): it takes no more.
+    pub(crate) shared_broken: bool,
     /// Where polled completions land: kept, so polling zeroes nothing.
     batch: [Completion; BATCH],
 }
@@ -77,11 +82,14 @@ impl ChannelCore {
         let recv_depth: Vec<u32> = (0..peers).map(|p| transport.recv_depth(p)).collect();
         let max_inline = (0..peers).map(|p| transport.max_inline(p)).collect();
         let atomics = transport.atomics();
+        let shared_depth = transport.shared_recv_depth();
         ChannelCore {
             atomics,
+            shared_depth,
             state: RefCell::new(EngineState {
-                slots: Slots::new(&send_depth, &recv_depth),
+                slots: Slots::new(&send_depth, &recv_depth, shared_depth),
                 broken: vec![false; peers],
+                shared_broken: false,
                 batch: [Completion::default(); BATCH],
             }),
             scope_open: Cell::new(false),
@@ -155,6 +163,25 @@ impl ChannelCore {
     }
 
     /// Sleeps until something arrives or `timeout` passes; routes it.
+    /// Shared receives posted and not yet reported.
+    pub(crate) fn shared_posted(&self) -> usize {
+        self.state().slots.outstanding_shared as usize
+    }
+
+    pub(crate) fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
+        if self.shared_depth == 0 {
+            return Err(TransportError::NoSharedPool);
+        }
+        self.transport.arm_shared_limit(limit)
+    }
+
+    pub(crate) fn shared_limit_reached(&self) -> TransportResult<bool> {
+        if self.shared_depth == 0 {
+            return Err(TransportError::NoSharedPool);
+        }
+        self.transport.shared_limit_reached()
+    }
+
     pub(crate) fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
         let mut st = self.state();
         let n = self.transport.wait(&mut st.batch, timeout)?;
@@ -231,13 +258,14 @@ impl EngineState {
             slots,
             broken,
             batch,
+            ..
         } = self;
         for c in &batch[..n] {
             // A failed request moves its connection to the error state:
             // remember, so the next post reports it instead of failing
             // obscurely.
             if c.status != WcStatus::SUCCESS
-                && let Some(p) = slots.peer_of(c.wr_id)
+                && let Some(p) = slots.peer_of(c)
             {
                 broken[p] = true;
             }

@@ -8,6 +8,7 @@ use ferrovia_types::WcStatus;
 use crate::core::ChannelCore;
 use crate::error::DrainError;
 use crate::slots::error_of;
+use crate::transport::SharedFlush;
 
 /// How long flushed work may take to report back before the process is
 /// aborted rather than letting a borrow end under live DMA.
@@ -74,38 +75,91 @@ impl ChannelCore {
         }
     }
 
-    /// Moves every peer with outstanding work to the error state and waits
-    /// for the flush completions. Aborts the process if they never come:
+    /// Moves every peer with outstanding work to the error state (and
+    /// stops the shared receive pool if it holds receives), then waits for
+    /// the flush completions. Aborts the process if they never come:
     /// returning would end borrows the device may still write.
     fn flush_outstanding(&self, err: &mut DrainError) {
-        let pending: Vec<(usize, u64)> = self.state().slots.pending_ids().collect();
+        let (pending, shared): (Vec<(usize, u64)>, Vec<u64>) = {
+            let st = self.state();
+            (
+                st.slots.pending_ids().collect(),
+                st.slots.shared_ids().collect(),
+            )
+        };
         let mut peers: Vec<usize> = pending.iter().map(|&(p, _)| p).collect();
         peers.sort_unstable();
         peers.dedup();
-        err.flushed = pending.iter().map(|&(_, id)| id).collect();
+        err.flushed = pending
+            .iter()
+            .map(|&(_, id)| id)
+            .chain(shared.iter().copied())
+            .collect();
         log::warn!(
-            "scope drain deadline passed: flushing {} outstanding request(s) to peer(s) {peers:?}",
-            err.flushed.len()
+            "scope drain deadline passed: flushing {} outstanding request(s) to peer(s) {peers:?} and {} shared receive(s)",
+            pending.len(),
+            shared.len()
         );
         for &p in &peers {
             self.state().broken[p] = true;
             if let Err(e) = self.transport.flush(p) {
-                eprintln!(
-                    "ferrovia: cannot flush peer {p} ({e}); aborting rather than freeing buffers under DMA"
-                );
-                std::process::abort();
+                abort(&format!("cannot flush peer {p} ({e})"));
             }
         }
+        let silent = !shared.is_empty() && self.flush_pool();
         let start = Instant::now();
-        while self.pending() > 0 {
-            let left = FLUSH_GRACE.saturating_sub(start.elapsed());
-            if left.is_zero() || self.wait_progress(left).is_err() {
-                eprintln!(
-                    "ferrovia: {} flushed request(s) never completed; aborting rather than freeing buffers under DMA",
-                    self.pending()
-                );
-                std::process::abort();
+        let left = || FLUSH_GRACE.saturating_sub(start.elapsed());
+        let outstanding = || {
+            let st = self.state();
+            let s = &st.slots;
+            if silent {
+                s.pending() - s.outstanding_shared as usize
+            } else {
+                s.pending()
             }
+        };
+        while outstanding() > 0 {
+            if left().is_zero() || self.wait_progress(left()).is_err() {
+                abort(&format!(
+                    "{} flushed request(s) never completed",
+                    outstanding()
+                ));
+            }
+        }
+        if silent {
+            // Whatever a QP took from the pool before it stopped is
+            // reported by now or in the next moment: collect it, then give
+            // the rest back, which the transport will never touch.
+            while let Ok(n) = self.wait_progress(SHARED_QUIET) {
+                if n == 0 {
+                    break;
+                }
+            }
+            self.state().slots.drop_shared();
         }
     }
+
+    /// Stops the shared pool; whether its receives stay silent (so the
+    /// core gives them back itself) rather than being reported.
+    fn flush_pool(&self) -> bool {
+        match self.transport.flush_shared() {
+            Ok(SharedFlush::Reported) => false,
+            Ok(SharedFlush::Silent) => {
+                let mut st = self.state();
+                st.broken.iter_mut().for_each(|b| *b = true);
+                st.shared_broken = true;
+                true
+            }
+            Err(e) => abort(&format!("cannot flush the shared receive pool ({e})")),
+        }
+    }
+}
+
+/// How long the completion stream must stay quiet after a silent pool
+/// flush before the pool's receives are given back.
+const SHARED_QUIET: Duration = Duration::from_millis(50);
+
+fn abort(why: &str) -> ! {
+    eprintln!("ferrovia: {why}; aborting rather than freeing buffers under DMA");
+    std::process::abort();
 }

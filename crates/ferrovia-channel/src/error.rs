@@ -97,6 +97,24 @@ pub enum TransportError {
         /// The peer index.
         peer: usize,
     },
+    /// A receive for any peer on a channel without a shared receive pool.
+    #[error(
+        "no shared receive pool: build the channel with shared_receives(n) to post receives for any peer"
+    )]
+    NoSharedPool,
+    /// The shared receive pool was flushed at a drain deadline; the
+    /// channel takes no more receives.
+    #[error("the shared receive pool was flushed at a drain deadline and takes no more receives")]
+    SharedPoolFlushed,
+    /// A receive for one peer on a channel whose receives all come from the
+    /// shared pool.
+    #[error(
+        "receives come from the shared pool on this channel: post_receive_any instead of a receive for peer {peer}"
+    )]
+    SharedPoolOnly {
+        /// The peer asked for.
+        peer: usize,
+    },
     /// A list post with no request in it.
     #[error("a list post needs at least one request")]
     EmptyList,

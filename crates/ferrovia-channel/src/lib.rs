@@ -89,6 +89,6 @@ pub use request::{
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,
 };
 pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone, run_scope};
-pub use transport::Transport;
+pub use transport::{SharedFlush, Transport};
 #[cfg(feature = "verbs")]
 pub use verbs_transport::VerbsTransport;

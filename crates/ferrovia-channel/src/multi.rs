@@ -15,7 +15,7 @@ use crate::error::TransportError;
 use crate::error::{ScopeError, TransportResult};
 use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
-    SendWorkRequest,
+    ReceiveWorkRequest, SendWorkRequest,
 };
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
 use crate::transport::Transport;
@@ -173,6 +173,38 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
         wr: PeerReceiveWorkRequest<'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.receive_from(wr.peer, wr.wr)
+    }
+
+    /// Posts a receive to the channel's shared receive pool
+    /// ([`ChannelBuilder::shared_receives`](crate::ChannelBuilder::shared_receives)):
+    /// the next message from any peer lands in it, and
+    /// [`WorkDone::peer`](crate::WorkDone::peer) names the sender. One
+    /// pool of receives serves every peer, instead of a ring per peer.
+    pub fn post_receive_any(
+        &mut self,
+        wr: ReceiveWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        self.receive_any(wr)
+    }
+
+    /// Receives posted to the shared pool whose message has not been
+    /// reported yet.
+    pub fn shared_receives_posted(&self) -> usize {
+        self.core().shared_posted()
+    }
+
+    /// Arms the shared pool's low watermark: once fewer than `limit` of
+    /// its receives remain posted (verbs: the SRQ's limit event),
+    /// [`shared_limit_reached`](Self::shared_limit_reached) says so, once;
+    /// arm it again after refilling.
+    pub fn arm_shared_limit(&mut self, limit: u32) -> TransportResult<()> {
+        self.core().arm_shared_limit(limit)
+    }
+
+    /// Whether the shared pool fell below its armed limit since it was
+    /// last armed (checking clears it).
+    pub fn shared_limit_reached(&mut self) -> TransportResult<bool> {
+        self.core().shared_limit_reached()
     }
 
     /// Posts an RDMA write to the request's peer.

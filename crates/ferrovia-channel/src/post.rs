@@ -75,6 +75,7 @@ impl EngineState {
         let used = match queue {
             Queue::Send => self.slots.outstanding_send[peer],
             Queue::Recv => self.slots.outstanding_recv[peer],
+            Queue::Shared => self.slots.outstanding_shared,
         };
         used + n <= depth && self.slots.free_count() >= n as usize
     }
@@ -88,6 +89,7 @@ impl ChannelCore {
         let depth = match queue {
             Queue::Send => self.send_depth.get(peer),
             Queue::Recv => self.recv_depth.get(peer),
+            Queue::Shared => Some(&self.shared_depth),
         };
         let Some(&depth) = depth else {
             return Err(TransportError::NoSuchPeer {
@@ -95,9 +97,15 @@ impl ChannelCore {
                 count: self.peers(),
             });
         };
+        let check = |st: &EngineState| match queue {
+            // The pool has no peer of its own.
+            Queue::Shared if st.shared_broken => Err(TransportError::SharedPoolFlushed),
+            Queue::Shared => Ok(()),
+            _ => self.check_peer(st, peer),
+        };
         {
             let st = self.state();
-            self.check_peer(&st, peer)?;
+            check(&st)?;
             if st.room(peer, queue, n, depth) {
                 return Ok(());
             }
@@ -107,10 +115,10 @@ impl ChannelCore {
             let left = self.cfg.op_timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
                 return Err(TransportError::QueueFull {
-                    queue: if queue == Queue::Send {
-                        "send"
-                    } else {
-                        "receive"
+                    queue: match queue {
+                        Queue::Send => "send",
+                        Queue::Recv => "receive",
+                        Queue::Shared => "shared receive",
                     },
                     peer,
                     depth,
@@ -119,7 +127,7 @@ impl ChannelCore {
             }
             self.wait_progress(left)?;
             let st = self.state();
-            self.check_peer(&st, peer)?;
+            check(&st)?;
             if st.room(peer, queue, n, depth) {
                 return Ok(());
             }
@@ -240,13 +248,25 @@ impl ChannelCore {
         op
     }
 
-    /// Posts a receive.
-    pub(crate) fn post_recv(&self, peer: usize, scatter: &Scatters<'_>) -> TransportResult<Ticket> {
-        self.reserve(peer, Queue::Recv, 1)?;
+    /// Posts a receive from `peer`, or (`peer` `None`) to the shared pool.
+    pub(crate) fn post_recv(
+        &self,
+        peer: Option<usize>,
+        scatter: &Scatters<'_>,
+    ) -> TransportResult<Ticket> {
+        let (peer, queue) = match peer {
+            Some(p) if self.shared_depth > 0 => {
+                return Err(TransportError::SharedPoolOnly { peer: p });
+            }
+            Some(p) => (p, Queue::Recv),
+            None if self.shared_depth == 0 => return Err(TransportError::NoSharedPool),
+            None => (0, Queue::Shared),
+        };
+        self.reserve(peer, queue, 1)?;
         let (sges, bufs) = scatter_parts(scatter);
         let n = scatter.len;
         let mut st = self.state();
-        let (index, epoch) = st.slots.alloc(peer, Queue::Recv, &bufs[..n], false);
+        let (index, epoch) = st.slots.alloc(peer, queue, &bufs[..n], false);
         let op = RecvOp {
             wr_id: wr_id(index, epoch),
             sges,
@@ -257,7 +277,14 @@ impl ChannelCore {
         // slot hands them back after the completion (scope.rs `finish`), or
         // until the scope ends, which drains every op of this core first
         // (see `post_send`).
-        if let Err(e) = unsafe { self.transport.post_recv(peer, std::slice::from_ref(&op)) } {
+        let posted = if queue == Queue::Shared {
+            // SAFETY: as for a per-peer receive below.
+            unsafe { self.transport.post_shared_recv(std::slice::from_ref(&op)) }
+        } else {
+            // SAFETY: see below.
+            unsafe { self.transport.post_recv(peer, std::slice::from_ref(&op)) }
+        };
+        if let Err(e) = posted {
             st.slots.unpost(index);
             return Err(e);
         }

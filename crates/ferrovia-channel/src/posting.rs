@@ -34,7 +34,16 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: ReceiveWorkRequest<'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
-        let t = self.core().post_recv(peer, &wr.scatter)?;
+        let t = self.core().post_recv(Some(peer), &wr.scatter)?;
+        Ok(self.handle(t))
+    }
+
+    /// Posts a receive to the shared pool: any peer's next message.
+    pub(crate) fn receive_any(
+        &mut self,
+        wr: ReceiveWorkRequest<'env>,
+    ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
+        let t = self.core().post_recv(None, &wr.scatter)?;
         Ok(self.handle(t))
     }
 

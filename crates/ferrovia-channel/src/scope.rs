@@ -72,6 +72,12 @@ impl<'env> WorkDone<'env> {
         self.completion.wr_id
     }
 
+    /// The peer the request went to, or for a receive the peer whose
+    /// message arrived (the sender of a receive from the shared pool).
+    pub fn peer(&self) -> Option<usize> {
+        self.completion.peer.map(|p| p as usize)
+    }
+
     /// Bytes received (receives).
     pub fn byte_len(&self) -> usize {
         self.completion.byte_len as usize

@@ -39,7 +39,12 @@ unsafe impl Send for RawBuf {}
 pub(crate) enum Queue {
     Send,
     Recv,
+    /// The shared receive pool: any peer's message.
+    Shared,
 }
+
+/// The peer of a shared receive before its completion names the sender.
+pub(crate) const ANY_PEER: u32 = u32::MAX;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum State {
@@ -85,6 +90,8 @@ pub(crate) struct Slots {
     send_rings: Vec<VecDeque<u32>>,
     pub(crate) outstanding_send: Vec<u32>,
     pub(crate) outstanding_recv: Vec<u32>,
+    /// Receives posted to the shared pool and not yet completed.
+    pub(crate) outstanding_shared: u32,
     /// Errors of requests nobody will observe (detached handles).
     pub(crate) unobserved: Vec<CompletionError>,
     /// Handles dropped before their completion was taken (a manual scope
@@ -101,12 +108,13 @@ fn split(wr_id: u64) -> (u32, u32) {
 }
 
 impl Slots {
-    pub(crate) fn new(send_depths: &[u32], recv_depths: &[u32]) -> Slots {
+    pub(crate) fn new(send_depths: &[u32], recv_depths: &[u32], shared_depth: u32) -> Slots {
         let outstanding: u64 = send_depths
             .iter()
             .chain(recv_depths)
             .map(|&d| u64::from(d))
-            .sum();
+            .sum::<u64>()
+            + u64::from(shared_depth);
         // Twice the queue depths: room for completed handles the program
         // still holds while the queues are full again.
         let cap = (2 * outstanding).clamp(1, u64::from(u32::MAX)) as u32;
@@ -129,6 +137,7 @@ impl Slots {
                 .collect(),
             outstanding_send: vec![0; send_depths.len()],
             outstanding_recv: vec![0; recv_depths.len()],
+            outstanding_shared: 0,
             unobserved: Vec::with_capacity(16),
             dropped_unpolled: 0,
         }
@@ -143,7 +152,8 @@ impl Slots {
             .iter()
             .chain(&self.outstanding_recv)
             .map(|&n| n as usize)
-            .sum()
+            .sum::<usize>()
+            + self.outstanding_shared as usize
     }
 
     /// Takes a slot for a request about to be posted; returns (index,
@@ -164,7 +174,11 @@ impl Slots {
         let m = &mut self.meta[index as usize];
         m.epoch = m.epoch.wrapping_add(1);
         m.state = State::Pending;
-        m.peer = peer as u32;
+        m.peer = if queue == Queue::Shared {
+            ANY_PEER
+        } else {
+            peer as u32
+        };
         m.queue = queue;
         m.detached = detached;
         m.nbufs = bufs.len() as u8;
@@ -178,6 +192,7 @@ impl Slots {
                 self.outstanding_send[peer] += 1;
             }
             Queue::Recv => self.outstanding_recv[peer] += 1,
+            Queue::Shared => self.outstanding_shared += 1,
         }
         (index, epoch)
     }
@@ -195,6 +210,7 @@ impl Slots {
                 self.outstanding_send[peer] -= 1;
             }
             Queue::Recv => self.outstanding_recv[peer] -= 1,
+            Queue::Shared => self.outstanding_shared -= 1,
         }
         self.release(index);
     }
@@ -222,6 +238,10 @@ impl Slots {
                 self.outstanding_recv[peer] -= 1;
                 self.finish(index, c);
             }
+            Queue::Shared => {
+                self.outstanding_shared -= 1;
+                self.finish(index, c);
+            }
             Queue::Send => {
                 while let Some(earlier) = self.send_rings[peer].pop_front() {
                     self.outstanding_send[peer] -= 1;
@@ -241,6 +261,13 @@ impl Slots {
 
     fn finish(&mut self, index: u32, c: &Completion) {
         let m = &mut self.meta[index as usize];
+        // The sender: the transport's word for a shared receive, the
+        // request's own peer otherwise.
+        let mut c = *c;
+        if c.peer.is_none() && m.peer != ANY_PEER {
+            c.peer = Some(m.peer);
+        }
+        let c = &c;
         if m.detached {
             if c.status != WcStatus::SUCCESS {
                 self.unobserved.push(error_of(c));
@@ -309,7 +336,7 @@ impl Slots {
         self.meta
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.state == State::Pending)
+            .filter(|(_, m)| m.state == State::Pending && m.queue != Queue::Shared)
             .map(|(i, m)| (m.peer as usize, wr_id(i as u32, m.epoch)))
     }
 
@@ -322,13 +349,39 @@ impl Slots {
             .map(|(i, _)| (i as u32, self.done[i]))
     }
 
-    /// The peer of the request a completion names, if it is ours.
-    pub(crate) fn peer_of(&self, wr_id: u64) -> Option<usize> {
-        let (index, epoch) = split(wr_id);
+    /// The peer of the request a completion names, if it is ours (for a
+    /// shared receive, the sender the completion names).
+    pub(crate) fn peer_of(&self, c: &Completion) -> Option<usize> {
+        let (index, epoch) = split(c.wr_id);
         self.meta
             .get(index as usize)
             .filter(|m| m.epoch == epoch && m.state == State::Pending)
-            .map(|m| m.peer as usize)
+            .and_then(|m| match m.peer {
+                ANY_PEER => c.peer,
+                p => Some(p),
+            })
+            .map(|p| p as usize)
+    }
+
+    /// The wr_ids of the shared receives still pending.
+    pub(crate) fn shared_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.meta
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.state == State::Pending && m.queue == Queue::Shared)
+            .map(|(i, m)| wr_id(i as u32, m.epoch))
+    }
+
+    /// Releases every shared receive still pending, as flushed: the
+    /// transport promised it will neither touch nor report them.
+    pub(crate) fn drop_shared(&mut self) {
+        for i in 0..self.meta.len() as u32 {
+            let m = self.meta[i as usize];
+            if m.state == State::Pending && m.queue == Queue::Shared {
+                self.outstanding_shared -= 1;
+                self.release(i);
+            }
+        }
     }
 }
 
@@ -337,6 +390,7 @@ pub(crate) fn error_of(c: &Completion) -> CompletionError {
         wr_id: c.wr_id,
         status: c.status,
         vendor_err: c.vendor_err,
+        peer: c.peer,
     }
 }
 
@@ -353,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_signalled_send_completes_the_unsignalled_ones_before_it() {
-        let mut s = Slots::new(&[4, 4], &[4, 4]);
+        let mut s = Slots::new(&[4, 4], &[4, 4], 0);
         let a = s.alloc(0, Queue::Send, &[], false);
         let b = s.alloc(0, Queue::Send, &[], false);
         let other_peer = s.alloc(1, Queue::Send, &[], false);
@@ -375,7 +429,7 @@ mod tests {
 
     #[test]
     fn stale_and_foreign_wr_ids_are_ignored() {
-        let mut s = Slots::new(&[2], &[2]);
+        let mut s = Slots::new(&[2], &[2], 0);
         let a = s.alloc(0, Queue::Recv, &[], false);
         s.route(&Completion {
             wr_id: wr_id(a.0, a.1 + 1),
@@ -391,7 +445,7 @@ mod tests {
 
     #[test]
     fn detached_slots_free_on_completion_and_keep_errors() {
-        let mut s = Slots::new(&[2], &[2]);
+        let mut s = Slots::new(&[2], &[2], 0);
         let free_before = s.free.len();
         let a = s.alloc(0, Queue::Recv, &[], false);
         s.detach(a.0, a.1);
@@ -417,7 +471,7 @@ mod tests {
 
     #[test]
     fn taking_a_completion_releases_the_slot_once() {
-        let mut s = Slots::new(&[2], &[2]);
+        let mut s = Slots::new(&[2], &[2], 0);
         let a = s.alloc(0, Queue::Recv, &[RawBuf::default(); 2], false);
         let mut bufs = Default::default();
         assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Pending));

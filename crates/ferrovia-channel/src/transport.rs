@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::TransportResult;
+use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, RecvOp, SendOp};
 
 /// A set of reliable connections to peers (indexed `0..peers()`) sharing
@@ -51,6 +51,46 @@ pub unsafe trait Transport: Send + Sync {
         false
     }
 
+    /// How many receives the shared pool holds; 0 (the default): no pool,
+    /// receives are posted per peer. A transport with a pool takes every
+    /// message from it.
+    fn shared_recv_depth(&self) -> u32 {
+        0
+    }
+
+    /// Posts receives to the shared pool; any peer's next message lands in
+    /// one of them, and its completion names the sender in `peer`.
+    ///
+    /// # Safety
+    /// As for [`Transport::post_recv`].
+    unsafe fn post_shared_recv(&self, ops: &[RecvOp]) -> TransportResult<()> {
+        let _ = ops;
+        Err(TransportError::NoSharedPool)
+    }
+
+    /// Stops the shared pool once every peer has been flushed (the core
+    /// calls it at a drain deadline): after `Ok(Reported)`, every shared
+    /// receive not yet reported is reported by later `poll`/`wait` calls
+    /// (with a flush status if nothing arrived); after `Ok(Silent)`, the
+    /// transport never touches the memory of, nor reports, a shared receive
+    /// it has not reported by the time it falls quiet.
+    fn flush_shared(&self) -> TransportResult<SharedFlush> {
+        Ok(SharedFlush::Reported)
+    }
+
+    /// Arms the pool's low watermark: once fewer than `limit` receives
+    /// remain posted, [`Transport::shared_limit_reached`] says so once.
+    fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
+        let _ = limit;
+        Err(TransportError::NoSharedPool)
+    }
+
+    /// Whether the pool fell below its armed limit since it was armed
+    /// (checking clears it).
+    fn shared_limit_reached(&self) -> TransportResult<bool> {
+        Ok(false)
+    }
+
     /// Posts `ops` to `peer`'s send queue, in order (one doorbell where
     /// the transport has doorbells). Nothing from the failing op on is
     /// posted when it fails.
@@ -81,4 +121,17 @@ pub unsafe trait Transport: Send + Sync {
     /// a flush status, after which the transport no longer touches its
     /// buffers.
     fn flush(&self, peer: usize) -> TransportResult<()>;
+}
+
+/// What a transport does with the shared receives it still holds when
+/// the pool is flushed ([`Transport::flush_shared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedFlush {
+    /// Each is reported, with a flush status if nothing arrived (UCX
+    /// cancels its receives).
+    Reported,
+    /// Those not reported by the time the transport falls quiet are never
+    /// touched nor reported (verbs: a shared receive queue's receives
+    /// stay posted, but no QP, all in the error state, takes them).
+    Silent,
 }

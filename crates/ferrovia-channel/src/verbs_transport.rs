@@ -3,17 +3,18 @@
 //! the only places with `unsafe` in the crate.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferrovia_verbs::{
-    CompletionQueue, Endpoint, ProtectionDomain, QueuePair, RecvWr, SendWr, Sge, VerbsError,
-    WorkCompletion,
+    AsyncEvent, CompletionQueue, Context, Endpoint, ProtectionDomain, QueuePair, RecvWr, SendWr,
+    Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp, SendOp};
-use crate::transport::Transport;
+use crate::transport::{SharedFlush, Transport};
 
 /// How many work requests are linked into one doorbell at most.
 const CHUNK: usize = 16;
@@ -27,7 +28,24 @@ pub struct VerbsTransport {
     pub(crate) qps: Vec<QueuePair>,
     /// Whether the device runs remote atomics (`atomic_cap`).
     atomics: bool,
+    /// The shared receive pool, when the channel has one.
+    shared: Option<SharedPool>,
 }
+
+/// A shared receive queue every QP of the channel takes its receives from.
+struct SharedPool {
+    srq: SharedReceiveQueue,
+    ctx: Context,
+    /// (QP number, peer), sorted: names the sender of a shared receive.
+    peer_of_qpn: Vec<(u32, u32)>,
+    /// Set when a limit event arrived since the last check.
+    limit_hit: AtomicBool,
+}
+
+/// How long a flush of the pool waits for each QP's last-WQE event; a
+/// device that raises none (soft-RoCE) has handed back the receives it
+/// took well within it.
+const LAST_WQE_WAIT: Duration = Duration::from_millis(200);
 
 impl VerbsTransport {
     pub(crate) fn new(
@@ -41,26 +59,70 @@ impl VerbsTransport {
             ));
         }
         let ctx = pd.context();
-        let per_peer = cfg.caps.max_send_wr + cfg.caps.max_recv_wr;
-        let depth = per_peer.checked_mul(peers as u32).ok_or_else(|| {
-            TransportError::Config(format!("{peers} peers × {per_peer} entries overflow a CQ"))
-        })?;
+        let pool = cfg.shared_receives;
+        // With a pool, the QPs have no receive queues of their own.
+        let per_peer_recv = if pool > 0 { 0 } else { cfg.caps.max_recv_wr };
+        let per_peer = cfg.caps.max_send_wr + per_peer_recv;
+        let depth = per_peer
+            .checked_mul(peers as u32)
+            .and_then(|d| d.checked_add(pool))
+            .ok_or_else(|| {
+                TransportError::Config(format!(
+                    "{peers} peers × {per_peer} entries + {pool} shared receives overflow a CQ"
+                ))
+            })?;
         let cq = CompletionQueue::with_channel(&ctx, depth)?;
+        let srq = match pool {
+            0 => None,
+            n => Some(SharedReceiveQueue::new(pd, n, cfg.caps.max_recv_sge)?),
+        };
         let mut qps = Vec::with_capacity(peers);
         for _ in 0..peers {
             let mut b = QueuePair::builder(pd, &cq, &cq).caps(cfg.caps);
             if let Some(port) = cfg.port {
                 b = b.port(port);
             }
+            if let Some(srq) = &srq {
+                b = b.srq(srq);
+            }
             qps.push(b.build()?);
         }
         let atomics = ctx.query_device()?.atomic_cap.supported();
+        let shared = srq.map(|srq| {
+            let mut peer_of_qpn: Vec<(u32, u32)> = qps
+                .iter()
+                .enumerate()
+                .map(|(p, qp)| (qp.qp_num(), p as u32))
+                .collect();
+            peer_of_qpn.sort_unstable();
+            SharedPool {
+                srq,
+                ctx: ctx.clone(),
+                peer_of_qpn,
+                limit_hit: AtomicBool::new(false),
+            }
+        });
         Ok(VerbsTransport {
             pd: pd.clone(),
             cq,
             qps,
             atomics,
+            shared,
         })
+    }
+
+    fn pool(&self) -> TransportResult<&SharedPool> {
+        self.shared.as_ref().ok_or(TransportError::NoSharedPool)
+    }
+
+    /// Names the sender of every completion (only a pool needs it: the
+    /// core knows the peer of every other request).
+    fn name_senders(&self, out: &mut [Completion], wcs: &[WorkCompletion]) {
+        if let Some(pool) = &self.shared {
+            for (o, wc) in out.iter_mut().zip(wcs) {
+                o.peer = pool.peer_of(wc.qp_num());
+            }
+        }
     }
 
     pub(crate) fn endpoint(&self, peer: usize) -> Endpoint {
@@ -97,6 +159,43 @@ fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
         ),
     };
     wr.signaled(op.signaled).inline(op.inline)
+}
+
+impl SharedPool {
+    fn peer_of(&self, qpn: u32) -> Option<u32> {
+        let i = self
+            .peer_of_qpn
+            .binary_search_by_key(&qpn, |&(q, _)| q)
+            .ok()?;
+        Some(self.peer_of_qpn[i].1)
+    }
+
+    /// Reads the device's async events without waiting, up to `deadline`
+    /// for the ones `want` asks for; remembers a limit event of our SRQ.
+    fn read_events(&self, deadline: Duration, mut want: impl FnMut(&AsyncEvent) -> bool) {
+        let start = std::time::Instant::now();
+        loop {
+            let left = deadline.saturating_sub(start.elapsed());
+            match self.ctx.next_async_event(left) {
+                Ok(Some(ev)) => {
+                    if let AsyncEvent::SrqLimitReached { srq } = ev
+                        && srq == self.srq.as_raw() as usize
+                    {
+                        self.limit_hit.store(true, Ordering::Relaxed);
+                    }
+                    log::debug!("async event: {ev:?}");
+                    if !want(&ev) {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    log::warn!("reading the device's async events: {e}");
+                    return;
+                }
+            }
+        }
+    }
 }
 
 fn to_completion(wc: &WorkCompletion) -> Completion {
@@ -190,6 +289,7 @@ unsafe impl Transport for VerbsTransport {
         for (o, wc) in out.iter_mut().zip(got) {
             *o = to_completion(wc);
         }
+        self.name_senders(out, got);
         Ok(got.len())
     }
 
@@ -204,10 +304,71 @@ unsafe impl Transport for VerbsTransport {
         for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
             *o = to_completion(wc);
         }
+        self.name_senders(out, &wcs[..got]);
         Ok(got)
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {
         Ok(self.qp(peer)?.to_error()?)
+    }
+
+    fn shared_recv_depth(&self) -> u32 {
+        self.shared.as_ref().map_or(0, |p| p.srq.max_wr())
+    }
+
+    unsafe fn post_shared_recv(&self, ops: &[RecvOp]) -> TransportResult<()> {
+        let srq = &self.pool()?.srq;
+        for chunk in ops.chunks(CHUNK) {
+            let mut wrs: [RecvWr<'_>; CHUNK] = std::array::from_fn(|i| match chunk.get(i) {
+                Some(op) => RecvWr::new(op.wr_id, op.sges()),
+                None => RecvWr::new(0, &[]),
+            });
+            let wrs = &mut wrs[..chunk.len()];
+            ferrovia_verbs::link_recv(wrs);
+            // SAFETY: as for `post_recv`: the caller keeps every SGE's
+            // memory allocated and untouched until the receive is reported
+            // or `flush_shared` says it never will be.
+            unsafe { srq.post_recv(&mut wrs[0]) }?;
+        }
+        Ok(())
+    }
+
+    /// Moves every QP to the error state, so none takes another receive
+    /// from the pool, and waits (bounded) for each one's last-WQE event.
+    /// The receives left in the SRQ stay posted but unreachable: no QP in
+    /// the error state takes one, and this transport never attaches
+    /// another QP to this SRQ.
+    fn flush_shared(&self) -> TransportResult<SharedFlush> {
+        let pool = self.pool()?;
+        let mut waiting: Vec<u32> = Vec::with_capacity(self.qps.len());
+        for qp in &self.qps {
+            qp.to_error()?;
+            waiting.push(qp.qp_num());
+        }
+        pool.read_events(LAST_WQE_WAIT, |ev| {
+            if let AsyncEvent::LastWqeReached { qp_num } = ev {
+                waiting.retain(|q| q != qp_num);
+            }
+            !waiting.is_empty()
+        });
+        if !waiting.is_empty() {
+            log::debug!(
+                "no last-WQE event from {} QP(s) within {LAST_WQE_WAIT:?} (soft-RoCE raises none)",
+                waiting.len()
+            );
+        }
+        Ok(SharedFlush::Silent)
+    }
+
+    fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
+        let pool = self.pool()?;
+        pool.limit_hit.store(false, Ordering::Relaxed);
+        Ok(pool.srq.arm_limit(limit)?)
+    }
+
+    fn shared_limit_reached(&self) -> TransportResult<bool> {
+        let pool = self.pool()?;
+        pool.read_events(Duration::ZERO, |_| true);
+        Ok(pool.limit_hit.swap(false, Ordering::Relaxed))
     }
 }

@@ -41,6 +41,7 @@ impl WorkCompletion {
             wr_id: self.wr_id(),
             status: self.status(),
             vendor_err: self.0.vendor_err,
+            peer: None,
         }
     }
 

@@ -244,5 +244,9 @@ fn qps_moved_to_error_take_no_more_shared_receives() {
     // Moving the QPs to error consumed and flushed no pool receive: they
     // stay in the pool, untouched.
     let mut wc = [ferrovia_verbs::WorkCompletion::default()];
-    assert_eq!(st.server_cq.poll(&mut wc).unwrap(), 0, "a pool receive was touched");
+    assert_eq!(
+        st.server_cq.poll(&mut wc).unwrap(),
+        0,
+        "a pool receive was touched"
+    );
 }

@@ -44,8 +44,16 @@ pub fn pair() -> (Channel, Channel) {
 
 /// A MultiChannel with `n` peers, each connected to its own Channel.
 pub fn star(n: usize) -> (MultiChannel, Vec<Channel>) {
+    star_with(n, |b| b)
+}
+
+/// Like [`star`], with the hub built by `hub(builder)`.
+pub fn star_with(
+    n: usize,
+    hub: impl FnOnce(ChannelBuilder) -> ChannelBuilder,
+) -> (MultiChannel, Vec<Channel>) {
     let pd = pd();
-    let mut m = builder(&pd).build_multi(n).unwrap();
+    let mut m = hub(builder(&pd)).build_multi(n).unwrap();
     let mut leaves = Vec::new();
     for i in 0..n {
         let mut c = builder(&pd).build().unwrap();

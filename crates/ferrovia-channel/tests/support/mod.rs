@@ -4,6 +4,8 @@
 //! flush, list posting, allocation) run on any machine.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod pool;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
