@@ -148,6 +148,17 @@ impl ChannelCore {
 
     /// Marks a peer usable again after it was reconnected.
     #[cfg(feature = "verbs")]
+    pub(crate) fn mark_broken(&self, peer: usize) {
+        if let Some(b) = self.state().broken.get_mut(peer) {
+            *b = true;
+        }
+    }
+
+    /// Whether a drain deadline stopped the shared receive pool.
+    pub(crate) fn shared_pool_flushed(&self) -> bool {
+        self.state().shared_broken
+    }
+
     pub(crate) fn mark_connected(&self, peer: usize) {
         if let Some(b) = self.state().broken.get_mut(peer) {
             *b = false;

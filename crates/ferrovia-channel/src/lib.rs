@@ -67,6 +67,8 @@ mod multi;
 mod op;
 mod post;
 mod posting;
+#[cfg(feature = "verbs")]
+mod qp_table;
 mod request;
 mod scope;
 mod slots;
