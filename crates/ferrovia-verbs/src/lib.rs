@@ -29,6 +29,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "cm")]
+pub mod cm;
 mod completion;
 mod connect;
 mod context;
