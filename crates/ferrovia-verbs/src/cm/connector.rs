@@ -8,7 +8,7 @@ use crate::cm::error::{CmError, CmResult};
 use crate::cm::event::CmEventType;
 use crate::cm::id::CmId;
 use crate::cm::link::{CmConnection, CmLink, fail_qp};
-use crate::cm::outcome::{expect, millis_left};
+use crate::cm::outcome::{expect, explain, millis_left};
 use crate::cm::params::{CmParams, check_private_data};
 use crate::cm::qp_state::{self, check_device};
 use crate::cm::resources::{CmResources, ResourceOptions};
@@ -231,9 +231,10 @@ impl CmResolved {
         let addr = self.addr;
         check_private_data("rdma_connect", addr, private_data)?;
         check_device(&self.id, qp, addr)?;
-        let result = self
-            .handshake(qp, private_data, deadline)
-            .map(|data| CmLink::new(self.id, addr, data));
+        let result = match self.handshake(qp, private_data, deadline) {
+            Ok(data) => Ok(CmLink::new(self.id, addr, data)),
+            Err(e) => Err(explain(&self.id, addr, e, false)),
+        };
         fail_qp(qp, result)
     }
 

@@ -90,6 +90,22 @@ pub enum CmError {
         /// The peer.
         addr: SocketAddr,
     },
+    /// A connection request could no longer be answered: the client gave
+    /// up or went away before the accept (the kernel drops the events of a
+    /// request nobody answered yet, so the next call on it fails, here
+    /// `call` with `errno`).
+    #[error(
+        "the connection request from {addr} was withdrawn ({call} failed: {}): the client gave up or went away",
+        io::Error::from_raw_os_error(*errno)
+    )]
+    RequestWithdrawn {
+        /// The client.
+        addr: SocketAddr,
+        /// The call that found the request gone.
+        call: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
     /// The RDMA device went away (`RDMA_CM_EVENT_DEVICE_REMOVAL`).
     #[error("the RDMA device used for {addr} was removed")]
     DeviceRemoved {
@@ -187,6 +203,7 @@ impl CmError {
                 | CmError::Unreachable { .. }
                 | CmError::ConnectError { .. }
                 | CmError::Disconnected { .. }
+                | CmError::RequestWithdrawn { .. }
                 | CmError::Timeout { .. }
         )
     }
@@ -202,6 +219,7 @@ impl CmError {
             | CmError::Unreachable { addr, .. }
             | CmError::ConnectError { addr, .. }
             | CmError::Disconnected { addr }
+            | CmError::RequestWithdrawn { addr, .. }
             | CmError::DeviceRemoved { addr }
             | CmError::AddrInUse { addr }
             | CmError::PrivateDataTooLong { addr, .. }

@@ -23,8 +23,9 @@ use crate::qp::QueuePair;
 /// It does not own the queue pair it connected (the QP never depends on
 /// it): when [`CmLink::poll_event`] or [`CmLink::wait_event`] reports
 /// [`CmEventType::DISCONNECTED`], fail the pending work by moving the QP
-/// to the error state ([`QueuePair::to_error`]). Dropping the link
-/// disconnects (the peer sees `DISCONNECTED`).
+/// to the error state ([`QueuePair::to_error`]); the link answers the
+/// peer's disconnect itself. Dropping the link disconnects (the peer sees
+/// `DISCONNECTED`).
 #[derive(Debug)]
 pub struct CmLink {
     id: CmId,
@@ -87,9 +88,15 @@ impl CmLink {
         self.disconnected.load(Ordering::Acquire)
     }
 
+    /// Records a disconnect and answers it: the peer's disconnect
+    /// completes (its `DISCONNECTED` arrives) once this side has answered
+    /// with its own `rdma_disconnect`.
     fn note(&self, ev: &CmEvent) {
-        if ev.event_type() == CmEventType::DISCONNECTED {
-            self.disconnected.store(true, Ordering::Release);
+        if ev.event_type() == CmEventType::DISCONNECTED
+            && !self.disconnected.swap(true, Ordering::AcqRel)
+            && let Err(e) = self.id.disconnect(self.peer)
+        {
+            log::debug!("answering the disconnect of {}: {e}", self.peer);
         }
     }
 
@@ -136,9 +143,11 @@ impl CmLink {
         Ok(())
     }
 
-    /// Starts disconnecting: the peer (and later this side) sees
-    /// `DISCONNECTED`. The QP is not touched: move it to the error state
-    /// to flush its work.
+    /// Starts disconnecting: the peer sees `DISCONNECTED`, and this side
+    /// too once the peer has answered (ferrovia answers when it reads the
+    /// event; a peer that never reads its events is answered for by its
+    /// connection manager's timeout). The QP is not touched: move it to
+    /// the error state to flush its work.
     pub fn disconnect(&self) -> CmResult<()> {
         self.id.disconnect(self.peer)
     }

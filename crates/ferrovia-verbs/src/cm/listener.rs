@@ -10,7 +10,7 @@ use crate::cm::error::{CmError, CmResult};
 use crate::cm::event::{CmEventType, ConnOffer};
 use crate::cm::id::CmId;
 use crate::cm::link::{CmConnection, CmLink, fail_qp};
-use crate::cm::outcome::expect;
+use crate::cm::outcome::{expect, explain};
 use crate::cm::params::{CmParams, Depths, check_private_data};
 use crate::cm::qp_state::{self, check_device};
 use crate::cm::resources::{CmResources, ResourceOptions};
@@ -236,6 +236,11 @@ impl CmRequest {
     /// listener's PD for that device, and moves the QP to RTS so receives
     /// can be posted before accepting.
     pub fn create_resources(&self) -> CmResult<CmResources> {
+        self.create_resources_inner()
+            .map_err(|e| explain(&self.id, self.peer, e, true))
+    }
+
+    fn create_resources_inner(&self) -> CmResult<CmResources> {
         let device = self.device_name();
         let pd = self.shared.pd_for(&device);
         let res = self
@@ -318,9 +323,10 @@ impl CmRequest {
         let deadline = Instant::now() + timeout;
         check_private_data("rdma_accept", self.peer, private_data)?;
         check_device(&self.id, qp, self.peer)?;
-        let result = self
-            .answer(qp, private_data, deadline)
-            .map(|()| CmLink::new(self.id, self.peer, self.private_data));
+        let result = match self.answer(qp, private_data, deadline) {
+            Ok(()) => Ok(CmLink::new(self.id, self.peer, self.private_data)),
+            Err(e) => Err(explain(&self.id, self.peer, e, true)),
+        };
         fail_qp(qp, result)
     }
 

@@ -19,40 +19,74 @@ pub(crate) fn expect(
     addr: SocketAddr,
 ) -> CmResult<CmEvent> {
     loop {
-        let mut ev = id.channel().next(deadline, what, addr)?.event;
+        let ev = id.channel().next(deadline, what, addr)?.event;
         let kind = ev.event_type();
         if kind == want && (ev.status() == 0 || kind == CmEventType::CONNECT_REQUEST) {
             return Ok(ev);
         }
-        let status = ev.status();
-        let errno = if status < 0 { -status } else { libc::EIO };
-        return Err(match kind {
-            CmEventType::REJECTED if RejectReason(status) == RejectReason::INVALID_SERVICE_ID => {
-                CmError::NotListening { addr }
-            }
-            CmEventType::REJECTED => CmError::Rejected {
-                addr,
-                reason: RejectReason(status),
-                private_data: ev.take_private_data(),
-            },
-            CmEventType::UNREACHABLE => CmError::Unreachable { addr, status },
-            CmEventType::CONNECT_ERROR => CmError::ConnectError { addr, status },
-            CmEventType::ADDR_ERROR => CmError::AddressResolution { addr, errno },
-            CmEventType::ROUTE_ERROR => CmError::RouteResolution { addr, errno },
-            CmEventType::DISCONNECTED => CmError::Disconnected { addr },
-            CmEventType::DEVICE_REMOVAL => CmError::DeviceRemoved { addr },
-            CmEventType::ADDR_CHANGE | CmEventType::TIMEWAIT_EXIT => {
-                log::debug!("{what} for {addr}: skipping {kind}");
-                continue;
-            }
-            _ => CmError::UnexpectedEvent {
-                what,
-                addr,
-                event: kind,
-                status,
-            },
-        });
+        if let Some(e) = failure(ev, what, addr) {
+            return Err(e);
+        }
     }
+}
+
+/// Explains a call that failed during a handshake: if the peer's failure
+/// is already waiting on the id's channel (a rejection, say), that is the
+/// error. Else, on the accepting side (`request`), a connection manager
+/// call refused with EINVAL means the request is gone: the kernel drops
+/// the events of a request not yet accepted, so a client that gave up
+/// shows only as this.
+pub(crate) fn explain(id: &CmId, addr: SocketAddr, err: CmError, request: bool) -> CmError {
+    if !matches!(err, CmError::Call { .. } | CmError::Verbs { .. }) {
+        return err;
+    }
+    if let Ok(Some(raw)) = id.channel().try_next(addr)
+        && let Some(e) = failure(raw.event, "a failed handshake step", addr)
+    {
+        return e;
+    }
+    match err {
+        CmError::Call {
+            call: call @ ("rdma_init_qp_attr" | "rdma_accept"),
+            addr,
+            errno: errno @ libc::EINVAL,
+        } if request => CmError::RequestWithdrawn { addr, call, errno },
+        err => err,
+    }
+}
+
+/// The error a failure event means; `None` for events that say nothing
+/// about a handshake (an address change, a time-wait exit).
+fn failure(mut ev: CmEvent, what: &'static str, addr: SocketAddr) -> Option<CmError> {
+    let kind = ev.event_type();
+    let status = ev.status();
+    let errno = if status < 0 { -status } else { libc::EIO };
+    Some(match kind {
+        CmEventType::REJECTED if RejectReason(status) == RejectReason::INVALID_SERVICE_ID => {
+            CmError::NotListening { addr }
+        }
+        CmEventType::REJECTED => CmError::Rejected {
+            addr,
+            reason: RejectReason(status),
+            private_data: ev.take_private_data(),
+        },
+        CmEventType::UNREACHABLE => CmError::Unreachable { addr, status },
+        CmEventType::CONNECT_ERROR => CmError::ConnectError { addr, status },
+        CmEventType::ADDR_ERROR => CmError::AddressResolution { addr, errno },
+        CmEventType::ROUTE_ERROR => CmError::RouteResolution { addr, errno },
+        CmEventType::DISCONNECTED => CmError::Disconnected { addr },
+        CmEventType::DEVICE_REMOVAL => CmError::DeviceRemoved { addr },
+        CmEventType::ADDR_CHANGE | CmEventType::TIMEWAIT_EXIT => {
+            log::debug!("{what} for {addr}: skipping {kind}");
+            return None;
+        }
+        _ => CmError::UnexpectedEvent {
+            what,
+            addr,
+            event: kind,
+            status,
+        },
+    })
 }
 
 /// What is left of `deadline` in whole milliseconds for a librdmacm
