@@ -17,21 +17,8 @@ use ferrovia_verbs::{
     AccessFlags, CompletionQueue, ProtectionDomain, QueuePair, RecvWr, SendWr, WcStatus,
 };
 
-/// The device's IPv4 address (its IPv4-mapped GID).
-fn ipv4() -> IpAddr {
-    let ctx = common::device();
-    let port = ctx.active_port().unwrap().port;
-    let gid = ctx
-        .gid_table(port)
-        .unwrap()
-        .into_iter()
-        .find(|g| g.gid.is_ipv4_mapped())
-        .expect("the device has an IPv4 address (an IPv4-mapped GID)");
-    IpAddr::V6(gid.gid.0.into()).to_canonical()
-}
-
 fn any_port() -> SocketAddr {
-    SocketAddr::new(ipv4(), 0)
+    SocketAddr::new(common::ipv4(), 0)
 }
 
 /// Client private data: 56 bytes, a recognisable pattern.
@@ -263,7 +250,7 @@ fn unroutable_addresses_fail_resolution_naming_the_address() {
 fn a_silent_host_times_out_within_the_deadline() {
     // On the device's subnet, but nobody is there: the request goes
     // unanswered (the CM would retry for a minute before UNREACHABLE).
-    let IpAddr::V4(mine) = ipv4() else {
+    let IpAddr::V4(mine) = common::ipv4() else {
         unreachable!()
     };
     let [a, b, c, d] = mine.octets();
