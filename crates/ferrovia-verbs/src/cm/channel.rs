@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::{NonNull, null_mut};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError, TryLockError};
 use std::time::Instant;
 
 use ferrovia_sys as sys;
@@ -80,9 +80,14 @@ impl EventChannel {
         self.raw.as_ptr()
     }
 
-    /// Reads one event if one is pending; never blocks.
+    /// Reads one event if one is pending; never blocks (if another thread
+    /// is waiting on the channel, the next event is that thread's).
     pub(crate) fn try_next(&self, addr: SocketAddr) -> CmResult<Option<RawEvent>> {
-        let _one_reader = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        let _one_reader = match self.reading.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(None),
+        };
         self.read_one(addr)
     }
 

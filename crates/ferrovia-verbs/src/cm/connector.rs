@@ -249,12 +249,12 @@ impl CmResolved {
             QpState::Reset => qp_state::to_init(&self.id, qp, addr)?,
             QpState::Init => {}
             other => {
-                return Err(CmError::Verbs {
+                return Err(CmError::InvalidArgument {
                     addr,
-                    source: crate::VerbsError::InvalidArgument(format!(
+                    reason: format!(
                         "QP {} is in state {other:?}; connecting needs RESET or INIT",
                         qp.qp_num()
-                    )),
+                    ),
                 });
             }
         }

@@ -169,6 +169,15 @@ pub enum CmError {
         /// The queue pair's port.
         qp_port: u8,
     },
+    /// An argument is out of range, or a queue pair is in the wrong state
+    /// for the step asked of it.
+    #[error("{addr}: {reason}")]
+    InvalidArgument {
+        /// The address the step was for.
+        addr: SocketAddr,
+        /// What is wrong.
+        reason: String,
+    },
     /// A host name did not resolve to a socket address.
     #[error("cannot resolve {host:?} to an address: {reason}")]
     BadAddress {
@@ -226,6 +235,7 @@ impl CmError {
             | CmError::Timeout { addr, .. }
             | CmError::UnexpectedEvent { addr, .. }
             | CmError::DeviceMismatch { addr, .. }
+            | CmError::InvalidArgument { addr, .. }
             | CmError::Verbs { addr, .. } => Some(*addr),
             CmError::BadAddress { .. } | CmError::Unavailable(_) => None,
         }

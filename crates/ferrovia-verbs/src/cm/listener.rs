@@ -336,12 +336,12 @@ impl CmRequest {
             QpState::Reset => self.ready_qp(qp)?,
             QpState::ReadyToSend => {}
             other => {
-                return Err(CmError::Verbs {
+                return Err(CmError::InvalidArgument {
                     addr: peer,
-                    source: crate::VerbsError::InvalidArgument(format!(
+                    reason: format!(
                         "QP {} is in state {other:?}; accepting needs RESET or RTS",
                         qp.qp_num()
-                    )),
+                    ),
                 });
             }
         }

@@ -21,7 +21,7 @@ pub(crate) fn expect(
     loop {
         let ev = id.channel().next(deadline, what, addr)?.event;
         let kind = ev.event_type();
-        if kind == want && (ev.status() == 0 || kind == CmEventType::CONNECT_REQUEST) {
+        if kind == want && ev.status() == 0 {
             return Ok(ev);
         }
         if let Some(e) = failure(ev, what, addr) {

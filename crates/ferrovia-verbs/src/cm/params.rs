@@ -61,11 +61,9 @@ pub(crate) struct Depths {
 
 impl CmParams {
     pub(crate) fn validate(&self, addr: SocketAddr) -> CmResult<()> {
-        let bad = |what: &str, v: u8, max: u8| CmError::Verbs {
+        let bad = |what: &str, v: u8, max: u8| CmError::InvalidArgument {
             addr,
-            source: crate::VerbsError::InvalidArgument(format!(
-                "CmParams::{what} = {v} is out of range 0..={max}"
-            )),
+            reason: format!("CmParams::{what} = {v} is out of range 0..={max}"),
         };
         if self.retry_count > 7 {
             return Err(bad("retry_count", self.retry_count, 7));
