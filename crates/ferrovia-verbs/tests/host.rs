@@ -37,7 +37,10 @@ fn connecting_by_address_without_rdma_is_a_typed_error_naming_the_address() {
     let addr = "127.0.0.1:7471".parse().unwrap();
     let e = CmListener::bind(addr).unwrap_err();
     assert_eq!(e.addr(), Some(addr), "{e:?}");
-    assert!(matches!(e, CmError::Call { .. } | CmError::Unavailable(_)), "{e:?}");
+    assert!(
+        matches!(e, CmError::Call { .. } | CmError::Unavailable(_)),
+        "{e:?}"
+    );
     let started = Instant::now();
     let e = cm_connect(addr, b"hello", Duration::from_secs(2)).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "{e}");
