@@ -4,81 +4,15 @@
 //! soft-RoCE device; UCX over tcp or shared memory on any host).
 #![allow(dead_code)]
 
+pub(crate) mod job;
+
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const RANK_BIN: &str = env!("CARGO_BIN_EXE_ferrovia-rank");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The environment that selects a backend.
-pub(crate) type BackendEnv = &'static [(&'static str, &'static str)];
-
-struct Job {
-    port: u16,
-    n: usize,
-    token: String,
-    backend: BackendEnv,
-}
-
-impl Job {
-    fn new(n: usize, backend: BackendEnv) -> Job {
-        Job {
-            port: free_port(),
-            n,
-            token: format!("test-{}", std::process::id()),
-            backend,
-        }
-    }
-
-    fn spawn(&self, rank: usize, args: &[&str], extra: &[(&str, &str)]) -> Child {
-        let mut c = Command::new(RANK_BIN);
-        c.args(args)
-            .env("FERROVIA_RANK", rank.to_string())
-            .env("FERROVIA_WORLD_SIZE", self.n.to_string())
-            .env("FERROVIA_RENDEZVOUS", format!("127.0.0.1:{}", self.port))
-            .env("FERROVIA_JOB_TOKEN", &self.token)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in self.backend.iter().chain(extra) {
-            c.env(k, v);
-        }
-        c.spawn().expect("spawn ferrovia-rank")
-    }
-}
-
-/// Waits for a child up to `limit`; kills it past that. Returns (exit
-/// code, stdout, stderr).
-fn finish(mut child: Child, limit: Duration) -> (Option<i32>, String, String) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
-    (
-        status.and_then(|s| s.code()),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+pub(crate) use job::{BackendEnv, Job, finish};
 
 pub(crate) fn exchange(b: BackendEnv, n: usize, iters: &str) {
     exchange_with(b, n, iters, "dissemination");
