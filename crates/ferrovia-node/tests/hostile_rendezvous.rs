@@ -330,3 +330,45 @@ fn rank_0_listens_only_on_the_address_configured() {
     assert!(probe.is_err(), "rank 0 listens beyond 127.0.0.1");
     real_ranks_complete(&job, root, "a loopback rendezvous");
 }
+
+/// A job that starts itself (`Node::from_env_or_launch`, here through
+/// `ferrovia-rank --launch`) has a random token: a stranger with the old
+/// default is refused, and the job completes.
+#[test]
+fn a_local_launch_has_a_token_of_its_own() {
+    let mut c = Command::new(RANK_BIN);
+    c.args(["--launch", "4", "exchange", "2"])
+        .envs(UCX_TCP.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in [
+        "FERROVIA_RANK",
+        "FERROVIA_JOB_TOKEN",
+        "RANK",
+        "SLURM_PROCID",
+    ] {
+        c.env_remove(var);
+    }
+    let mut launcher = c.spawn().unwrap();
+    // The launcher says where rank 0 listens before it starts the others.
+    let mut err = std::io::BufReader::new(launcher.stderr.take().unwrap());
+    let mut line = String::new();
+    let port: u16 = loop {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "the launcher said nothing"
+        );
+        if let Some((_, at)) = line.split_once("meeting at 127.0.0.1:") {
+            break at.trim().parse().unwrap();
+        }
+    };
+    let refused = default_token_stranger(SocketAddr::from(([127, 0, 0, 1], port)))
+        .join()
+        .unwrap();
+    assert!(refused.is_err(), "a stranger joined: {refused:?}");
+    let out = launcher.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(stdout.matches("verified").count(), N, "{stdout}");
+}
