@@ -196,14 +196,19 @@ impl ChannelCore {
             return Ok(done);
         }
         let start = Instant::now();
+        let peer = self.state().slots.meta[t.index as usize].peer as usize;
         loop {
             if let Some(done) = self.try_take(t, spin, bufs)? {
                 return Ok(done);
+            }
+            if self.is_broken(peer) {
+                return self.settle_broken(t, peer, bufs);
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
                 return Err(TransportError::Timeout {
                     wr_id: t.wr_id(),
+                    peer,
                     after: start.elapsed(),
                 });
             }
@@ -212,6 +217,24 @@ impl ChannelCore {
             } else {
                 self.wait_progress(left)?;
             }
+        }
+    }
+
+    /// A wait on work with a peer whose connection is known broken ends at
+    /// once: with the request's own completion if it already arrived (all
+    /// the transport has is polled first), else with
+    /// [`TransportError::Broken`]. The request stays in the scope, whose
+    /// drain collects or flushes it.
+    fn settle_broken(
+        &self,
+        t: Ticket,
+        peer: usize,
+        bufs: &mut [RawBuf; MAX_ELEMENTS],
+    ) -> TransportResult<Taken> {
+        while self.progress()? == BATCH {}
+        match self.try_take(t, false, bufs)? {
+            Some(done) => Ok(done),
+            None => Err(TransportError::Broken { peer }),
         }
     }
 

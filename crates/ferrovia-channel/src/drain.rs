@@ -60,7 +60,8 @@ impl ChannelCore {
         let done: Vec<_> = slots.done_slots().collect();
         for (index, c) in done {
             if c.status != WcStatus::SUCCESS && !err.flushed.contains(&c.wr_id) {
-                err.failed.push(error_of(&c));
+                err.failed
+                    .push(error_of(&c, slots.meta[index as usize].peer));
             }
             if unpolled_is_error {
                 err.unpolled += 1;

@@ -170,7 +170,7 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
         self.done = true;
         let c = taken.completion;
         if c.status != WcStatus::SUCCESS {
-            return Err(error_of(&c).into());
+            return Err(error_of(&c, taken.peer).into());
         }
         let mut bufs: [Option<Scatter<'env>>; MAX_ELEMENTS] = Default::default();
         for (out, b) in bufs.iter_mut().zip(&raw[..taken.nbufs]) {

@@ -66,6 +66,8 @@ pub(crate) struct Meta {
 pub(crate) struct Taken {
     pub(crate) completion: Completion,
     pub(crate) nbufs: usize,
+    /// The peer it was posted to (errors name it).
+    pub(crate) peer: u32,
 }
 
 /// What a handle finds in its slot.
@@ -243,7 +245,7 @@ impl Slots {
         let m = &mut self.meta[index as usize];
         if m.detached {
             if c.status != WcStatus::SUCCESS {
-                self.unobserved.push(error_of(c));
+                self.unobserved.push(error_of(c, m.peer));
             }
             self.release(index);
         } else {
@@ -276,6 +278,7 @@ impl Slots {
                 let taken = Taken {
                     completion: self.done[index as usize],
                     nbufs,
+                    peer: self.meta[index as usize].peer,
                 };
                 self.release(index);
                 Look::Done(taken)
@@ -296,7 +299,8 @@ impl Slots {
                 self.dropped_unpolled += 1;
                 let c = self.done[index as usize];
                 if c.status != WcStatus::SUCCESS {
-                    self.unobserved.push(error_of(&c));
+                    let peer = self.meta[index as usize].peer;
+                    self.unobserved.push(error_of(&c, peer));
                 }
                 self.release(index);
             }
@@ -332,12 +336,9 @@ impl Slots {
     }
 }
 
-pub(crate) fn error_of(c: &Completion) -> CompletionError {
-    CompletionError {
-        wr_id: c.wr_id,
-        status: c.status,
-        vendor_err: c.vendor_err,
-    }
+/// A failed completion as an error naming the peer of its request.
+pub(crate) fn error_of(c: &Completion, peer: u32) -> CompletionError {
+    CompletionError::new(c.wr_id, c.status, c.vendor_err).with_peer(peer as usize)
 }
 
 #[cfg(test)]

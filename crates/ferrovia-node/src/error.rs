@@ -77,6 +77,17 @@ pub enum BootstrapError {
         #[source]
         source: std::io::Error,
     },
+    /// Connecting to the ranks' transports after the exchange failed.
+    #[error("rank {rank} could not connect to {}: {source}", peer.map_or_else(|| "its peers (the UCX transport does not say which)".to_owned(), |p| format!("rank {p}")))]
+    Connect {
+        /// This rank.
+        rank: usize,
+        /// The rank it could not connect to, when the transport says.
+        peer: Option<usize>,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
     /// Not every rank checked in before the deadline.
     #[error("bootstrap timed out after {after:?}: rank(s) {missing:?} never checked in")]
     MissingRanks {

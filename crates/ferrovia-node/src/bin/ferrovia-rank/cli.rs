@@ -63,7 +63,12 @@ pub(crate) enum Command {
     },
     /// Three ranks: rank 2 leaves; rank 0's work with it fails naming it,
     /// and waits on it end at once (issue 13 part 2).
-    DeadPeer,
+    DeadPeer {
+        /// Leave out the sends to the dead rank (UCX 1.13's shared memory
+        /// never completes them, not even flushed).
+        #[arg(long)]
+        no_sends: bool,
+    },
 }
 
 /// A barrier algorithm, as `barrier-bench` and `FERROVIA_BARRIER` name it.

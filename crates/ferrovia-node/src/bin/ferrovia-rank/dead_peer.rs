@@ -15,7 +15,7 @@ use ferrovia_node::{Node, NodeError, NodeScope};
 const WAIT: Duration = Duration::from_secs(30);
 const DEAD: usize = 2;
 
-pub(crate) fn run(node: &mut Node) -> Result<(), NodeError> {
+pub(crate) fn run(node: &mut Node, sends: bool) -> Result<(), NodeError> {
     let me = node.rank();
     if node.world_size() != 3 {
         return Err(NodeError::Transport(TransportError::Config(
@@ -44,6 +44,9 @@ pub(crate) fn run(node: &mut Node) -> Result<(), NodeError> {
         let g = [Gather::of(&msg)?];
         let started = Instant::now();
         let failed = loop {
+            if !sends {
+                break "no sends".to_owned();
+            }
             let sent = s
                 .post_send(PeerSendWorkRequest::new(DEAD, SendWorkRequest::new(&g)?))
                 .and_then(|h| h.wait(Duration::from_secs(2)));

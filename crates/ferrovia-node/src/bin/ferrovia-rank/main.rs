@@ -496,7 +496,7 @@ fn main() -> ExitCode {
         Command::BarrierAfterFailure { timeout_ms } => {
             barrier_after_failure(&mut node, ms(timeout_ms))
         }
-        Command::DeadPeer => dead_peer::run(&mut node),
+        Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
