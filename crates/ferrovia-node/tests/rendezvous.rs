@@ -205,14 +205,18 @@ fn a_rank_that_never_starts_fails_bootstrap_within_its_deadline() {
 
 #[test]
 fn an_absent_rank_zero_is_unreachable_within_the_deadline() {
-    // A port nobody listens on: bound, then closed.
-    let port = TcpListener::bind("127.0.0.1:0")
+    // A port nobody listens on: bound, then closed, on a loopback address
+    // of its own (the other tests' rank 0 may get the same port number on
+    // 127.0.0.1 meanwhile, and listens there only).
+    let port = TcpListener::bind("127.0.0.3:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let started = Instant::now();
-    let r = exchange(&cfg(1, 2, port, "t", Duration::from_secs(1)), blobs(1, 2));
+    let mut c = cfg(1, 2, port, "t", Duration::from_secs(1));
+    c.addr = format!("127.0.0.3:{port}");
+    let r = exchange(&c, blobs(1, 2));
     assert!(
         matches!(r, Err(BootstrapError::Unreachable { .. })),
         "{r:?}"
