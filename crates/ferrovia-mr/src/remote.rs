@@ -8,12 +8,34 @@ use crate::error::{MrError, checked_end};
 /// remote key, and nothing the peer must keep to itself (no lkey).
 ///
 /// Small and `Copy`; send it to peers with [`RemoteMemoryRegion::encode`]
-/// (a versioned postcard wire form).
+/// (a versioned postcard wire form). Every way in validates: `new`,
+/// `decode` and serde's `Deserialize` refuse a zero length and an address
+/// range that overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "Fields")]
 pub struct RemoteMemoryRegion {
     addr: u64,
     len: u64,
     rkey: u32,
+}
+
+/// What serde reads, checked by [`RemoteMemoryRegion::new`] before it
+/// becomes a region: a peer's bytes must not make a value `sub_region`'s
+/// arithmetic cannot trust. Same fields, so the serialized form is
+/// unchanged.
+#[derive(Deserialize)]
+struct Fields {
+    addr: u64,
+    len: u64,
+    rkey: u32,
+}
+
+impl TryFrom<Fields> for RemoteMemoryRegion {
+    type Error = MrError;
+
+    fn try_from(f: Fields) -> Result<Self, MrError> {
+        RemoteMemoryRegion::new(f.addr, f.len, f.rkey)
+    }
 }
 
 impl RemoteMemoryRegion {
@@ -97,5 +119,19 @@ mod tests {
             RemoteMemoryRegion::new(1, 0, 0),
             Err(MrError::ZeroLength { .. })
         ));
+    }
+
+    #[test]
+    fn serde_refuses_what_new_refuses() {
+        // postcard's form of the struct is its three fields in order.
+        let zero_len = postcard::to_allocvec(&(0x1000u64, 0u64, 7u32)).unwrap();
+        assert!(postcard::from_bytes::<RemoteMemoryRegion>(&zero_len).is_err());
+        let overflow = postcard::to_allocvec(&(u64::MAX - 4, 16u64, 7u32)).unwrap();
+        assert!(postcard::from_bytes::<RemoteMemoryRegion>(&overflow).is_err());
+        let good = RemoteMemoryRegion::new(0x1000, 64, 7).unwrap();
+        let bytes = postcard::to_allocvec(&good).unwrap();
+        let back: RemoteMemoryRegion = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, good);
+        assert!(back.sub_region(10, 8).is_ok());
     }
 }

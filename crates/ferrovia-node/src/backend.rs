@@ -241,7 +241,11 @@ impl Opened {
                         let ep: Endpoint = postcard::from_bytes(&bytes).map_err(|e| {
                             BootstrapError::Protocol(format!("rank {j} sent a bad endpoint: {e}"))
                         })?;
-                        m.connect(j, &ep)?;
+                        m.connect(j, &ep).map_err(|e| BootstrapError::Connect {
+                            rank,
+                            peer: Some(j),
+                            source: Box::new(e.into()),
+                        })?;
                     }
                 }
                 Ok(m)
@@ -259,7 +263,13 @@ impl Opened {
                         Link::Verbs(_) => None,
                     })
                     .collect();
-                transport.connect(rank, &addresses)?;
+                transport
+                    .connect(rank, &addresses)
+                    .map_err(|e| BootstrapError::Connect {
+                        rank,
+                        peer: None,
+                        source: Box::new(e.into()),
+                    })?;
                 Ok(MultiChannel::over(
                     Arc::new(transport),
                     registry,

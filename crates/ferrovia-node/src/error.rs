@@ -52,6 +52,42 @@ pub enum BootstrapError {
         #[source]
         source: std::io::Error,
     },
+    /// A wait of the bootstrap ran out of time (for rank 0's answer, a
+    /// rank's report, ...).
+    #[error("bootstrap timed out after {after:?} waiting for {what}")]
+    TimedOut {
+        /// What was awaited.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// A local job ([`Node::from_env_or_launch`](crate::Node::from_env_or_launch))
+    /// was asked for no rank.
+    #[error("a local job needs at least one rank; from_env_or_launch was asked for {ranks}")]
+    NoRanks {
+        /// The number asked for.
+        ranks: usize,
+    },
+    /// Starting the ranks of a local job failed.
+    #[error("local launch: {what}: {source}")]
+    Launch {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Connecting to the ranks' transports after the exchange failed.
+    #[error("rank {rank} could not connect to {}: {source}", peer.map_or_else(|| "its peers (the UCX transport does not say which)".to_owned(), |p| format!("rank {p}")))]
+    Connect {
+        /// This rank.
+        rank: usize,
+        /// The rank it could not connect to, when the transport says.
+        peer: Option<usize>,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
     /// Not every rank checked in before the deadline.
     #[error("bootstrap timed out after {after:?}: rank(s) {missing:?} never checked in")]
     MissingRanks {

@@ -9,8 +9,12 @@
 //! variables; see [`from_vars`]), or started by itself
 //! ([`Node::from_env_or_launch`]). Rank 0 hosts a TCP rendezvous:
 //! every rank sends its queue-pair endpoints (or UCX worker address) once
-//! and receives everyone's
-//! (O(n) connections, a job token checked on each, deadlines throughout).
+//! and receives everyone's (O(n) connections, a job token checked on each
+//! before anything else is read, deadlines throughout, and rank 0's threads,
+//! connections and memory bounded whatever connects: see
+//! `docs/ARCHITECTURE.md`). The token is `FERROVIA_JOB_TOKEN`, else derived
+//! from the launcher's job id (no secret, but no public default either: a
+//! job with neither does not start); a local launch makes a random one.
 //! Then every rank holds one RC connection to every rank and posts to
 //! peers by rank inside [`Node::scope`], with [`NodeScope::barrier`]:
 //! one-sided RDMA writes read with atomic loads, each signal matched to
@@ -20,6 +24,7 @@
 //! that did not arrive.
 #![forbid(unsafe_code)]
 
+mod address;
 mod backend;
 mod barrier;
 mod error;
@@ -29,6 +34,7 @@ mod logging;
 mod node;
 mod rendezvous;
 mod sync_region;
+mod token;
 mod wire;
 
 pub use backend::Backend;
@@ -37,5 +43,6 @@ pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
-pub use rendezvous::{RendezvousConfig, Session, exchange};
+pub use rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
+pub use token::TokenSource;
 pub use wire::PROTOCOL_VERSION;

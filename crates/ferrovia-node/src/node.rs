@@ -16,8 +16,9 @@ use crate::backend::{self, Backend, Link, Opened};
 use crate::barrier::{self, BarrierAlgorithm, RankState};
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
-use crate::rendezvous::{self, RendezvousConfig};
+use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
+use crate::token::{self, TokenSource};
 
 /// What each rank tells each peer at the rendezvous.
 #[derive(Serialize, Deserialize)]
@@ -63,8 +64,9 @@ pub struct NodeBuilder {
     rank: usize,
     world_size: usize,
     rendezvous: String,
-    token: String,
+    token: Option<(String, TokenSource)>,
     launcher: Option<Launcher>,
+    port_file: Option<std::path::PathBuf>,
     bootstrap_timeout: Duration,
     algorithm: BarrierAlgorithm,
     channel: ChannelBuilder,
@@ -73,7 +75,10 @@ pub struct NodeBuilder {
 
 impl NodeBuilder {
     /// A node of rank `rank` in a world of `world_size`, meeting at rank
-    /// 0's `rendezvous` (`host:port`).
+    /// 0's `rendezvous` (`host:port`; rank 0 listens on exactly that
+    /// address when it is an IP address, and port 0 lets the OS pick). The
+    /// job token is `FERROVIA_JOB_TOKEN` unless [`NodeBuilder::token`] sets
+    /// one; without either, `build` fails.
     pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
         // Short transport timeouts: a dead peer should surface in well
         // under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
@@ -89,8 +94,11 @@ impl NodeBuilder {
             world_size,
             rendezvous: rendezvous.into(),
             token: std::env::var("FERROVIA_JOB_TOKEN")
-                .unwrap_or_else(|_| "ferrovia-default-token".into()),
+                .ok()
+                .filter(|t| !t.is_empty())
+                .map(|t| (t, TokenSource::Explicit)),
             launcher: None,
+            port_file: None,
             bootstrap_timeout: Duration::from_secs(60),
             algorithm: BarrierAlgorithm::default(),
             channel,
@@ -108,14 +116,24 @@ impl NodeBuilder {
     /// From a launcher's configuration.
     pub fn from_launch(info: &LaunchInfo) -> NodeBuilder {
         let mut b = NodeBuilder::new(info.rank, info.world_size, info.rendezvous.clone());
-        b.token = info.token.clone();
+        b.token = Some((info.token.clone(), info.token_source));
         b.launcher = Some(info.launcher);
+        b.port_file = info.port_file.clone();
         b
     }
 
-    /// The job token every bootstrap connection must present.
+    /// The job token every bootstrap connection must present (1 to 1024
+    /// bytes, the same on every rank; keep it secret to keep strangers out).
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = token.into();
+        self.token = Some((token.into(), TokenSource::Explicit));
+        self
+    }
+
+    /// Rank 0 writes the port it listens on to `path` (a line of digits,
+    /// written whole): with port 0 in the rendezvous address, how a
+    /// launcher learns the port the OS chose.
+    pub fn report_port_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.port_file = Some(path.into());
         self
     }
 
@@ -148,6 +166,21 @@ impl NodeBuilder {
             }
             .into());
         }
+        let (job_token, token_source) = self.token.clone().ok_or_else(token::missing)?;
+        token::check("job token", &job_token)?;
+        let cfg = RendezvousConfig {
+            rank,
+            world_size: n,
+            addr: self.rendezvous.clone(),
+            token: job_token,
+            timeout: self.bootstrap_timeout,
+        };
+        // Rank 0 listens first, so the others can connect while it opens
+        // its transport, and a launcher that gave it port 0 learns the port.
+        let listening = match rank {
+            0 => Some(self.listen(&cfg, token_source)?),
+            _ => None,
+        };
         let explicit = match self.backend {
             Some(b) => Some(b),
             None => Backend::from_env()?,
@@ -167,19 +200,15 @@ impl NodeBuilder {
                     .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
-        let cfg = RendezvousConfig {
-            rank,
-            world_size: n,
-            addr: self.rendezvous.clone(),
-            token: self.token.clone(),
-            timeout: self.bootstrap_timeout,
-        };
         log::info!(
             "rank {rank} of {n}: backend {description}, meeting at {} ({:?})",
             self.rendezvous,
             self.launcher
         );
-        let (session, theirs) = rendezvous::exchange(&cfg, blobs)?;
+        let (session, theirs) = match listening {
+            Some(rv) => rv.exchange(&cfg, blobs)?,
+            None => rendezvous::exchange(&cfg, blobs)?,
+        };
         let mut links = Vec::with_capacity(n);
         for (j, blob) in theirs.iter().enumerate() {
             let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
@@ -202,6 +231,26 @@ impl NodeBuilder {
             algorithm: self.algorithm,
             launcher: self.launcher,
         })
+    }
+}
+
+impl NodeBuilder {
+    /// Rank 0's listening rendezvous, its port reported if asked.
+    fn listen(&self, cfg: &RendezvousConfig, source: TokenSource) -> Result<Rendezvous, NodeError> {
+        let rv = Rendezvous::bind(cfg)?;
+        let at = rv.local_addr();
+        token::warn_if_public(source, at);
+        if let Some(path) = &self.port_file {
+            // Whole or not at all: the reader polls for the file.
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, format!("{}\n", at.port()))
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .map_err(|e| BootstrapError::Io {
+                    what: format!("report the rendezvous port to {}", path.display()),
+                    source: e,
+                })?;
+        }
+        Ok(rv)
     }
 }
 
@@ -230,7 +279,12 @@ impl Node {
     /// process (a plain `cargo run`), this process becomes the launcher: it
     /// starts `ranks` copies of itself on this machine as one job, waits
     /// for them, and exits with their status instead of returning.
+    /// The job gets a random token, and rank 0 listens on 127.0.0.1 at a
+    /// port the OS chooses. `ranks` must be at least 1.
     pub fn from_env_or_launch(ranks: usize) -> Result<Node, NodeError> {
+        if ranks == 0 {
+            return Err(BootstrapError::NoRanks { ranks }.into());
+        }
         match launcher::from_vars(&|k| std::env::var(k).ok()) {
             Ok(info) => NodeBuilder::from_launch(&info).build(),
             Err(BootstrapError::MissingVar {
