@@ -6,7 +6,7 @@
 //!
 //! A [`Node`] is one rank of a job started by the launcher people already
 //! use (torchrun, Slurm's srun, mpirun, or explicit `FERROVIA_*`
-//! variables; see [`from_vars`]), or started by itself
+//! variables; see [`launch::from_vars`]), or started by itself
 //! ([`Node::from_env_or_launch`]). Rank 0 hosts a TCP rendezvous:
 //! every rank sends its queue-pair endpoints (or UCX worker address) once
 //! and receives everyone's (O(n) connections, a job token checked on each
@@ -40,9 +40,19 @@ mod wire;
 pub use backend::Backend;
 pub use barrier::BarrierAlgorithm;
 pub use error::{BarrierError, BootstrapError, NodeError};
-pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
-pub use rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
-pub use token::TokenSource;
-pub use wire::PROTOCOL_VERSION;
+
+/// How a rank learns who it is: the launchers' variables, read.
+pub mod launch {
+    pub use crate::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+    pub use crate::token::TokenSource;
+}
+
+/// The bootstrap exchange through rank 0 that [`Node`](crate::Node) runs,
+/// for programs that connect transports of their own.
+pub mod bootstrap {
+    pub use crate::rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
+    pub use crate::wire::PROTOCOL_VERSION;
+}

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ferrovia_node::{PROTOCOL_VERSION, RendezvousConfig, exchange};
+use ferrovia_node::bootstrap::{PROTOCOL_VERSION, RendezvousConfig, exchange};
 use suite::job::{Cost, Job, RANK_BIN};
 
 const UCX_TCP: suite::BackendEnv = &[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "tcp")];

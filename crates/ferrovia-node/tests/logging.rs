@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use ferrovia_node::{Rendezvous, RendezvousConfig, exchange};
+use ferrovia_node::bootstrap::{Rendezvous, RendezvousConfig, exchange};
 
 struct Capture(Mutex<Vec<String>>);
 

@@ -6,7 +6,8 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrovia_node::{BootstrapError, Rendezvous, RendezvousConfig, exchange};
+use ferrovia_node::BootstrapError;
+use ferrovia_node::bootstrap::{Rendezvous, RendezvousConfig, exchange};
 
 fn cfg(rank: usize, n: usize, port: u16, token: &str, timeout: Duration) -> RendezvousConfig {
     RendezvousConfig {

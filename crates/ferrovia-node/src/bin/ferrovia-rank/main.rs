@@ -18,7 +18,7 @@ use ferrovia_channel::{
 };
 use ferrovia_mr::RegisterOptions;
 use ferrovia_node::{
-    BarrierAlgorithm, BootstrapError, Node, NodeBuilder, NodeError, NodeScope, from_vars,
+    BarrierAlgorithm, BootstrapError, Node, NodeBuilder, NodeError, NodeScope, launch::from_vars,
 };
 
 use crate::cli::{Algorithm, Cli, Command};
