@@ -50,7 +50,7 @@ pub mod launch {
     pub use crate::token::TokenSource;
 }
 
-/// The bootstrap exchange through rank 0 that [`Node`](crate::Node) runs,
+/// The bootstrap exchange through rank 0 that [`Node`] runs,
 /// for programs that connect transports of their own.
 pub mod bootstrap {
     pub use crate::rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
