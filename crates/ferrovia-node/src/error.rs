@@ -106,6 +106,19 @@ pub enum BootstrapError {
         /// The last connection error.
         last: String,
     },
+    /// A peer's control port did not answer before the deadline (it is
+    /// gone, or not reconnecting).
+    #[error("rank {peer}'s control port {addr} did not answer within {after:?}: {last}")]
+    PeerUnreachable {
+        /// The peer.
+        peer: usize,
+        /// Its control port.
+        addr: std::net::SocketAddr,
+        /// How long it tried.
+        after: Duration,
+        /// The last connection error.
+        last: String,
+    },
     /// The rendezvous refused this rank.
     #[error("the rendezvous refused rank {rank}: {reason}")]
     Rejected {
@@ -217,6 +230,17 @@ pub enum NodeError {
     /// Registering memory.
     #[error(transparent)]
     Memory(#[from] MrError),
+    /// Replacing the connection to `peer` failed.
+    #[error("reconnecting to rank {peer} failed after {after:?}: {source}")]
+    Reconnect {
+        /// The rank on the other side.
+        peer: usize,
+        /// How long it tried.
+        after: Duration,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
     /// Setting up the UCX backend.
     #[cfg(feature = "ucx")]
     #[error(transparent)]

@@ -27,6 +27,7 @@
 mod address;
 mod backend;
 mod barrier;
+mod control;
 mod error;
 mod launcher;
 mod local_launch;

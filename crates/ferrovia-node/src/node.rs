@@ -1,7 +1,8 @@
 //! `Node`: one rank of a job, connected to every other rank.
 
 use std::cell::RefCell;
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
     ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
@@ -12,8 +13,9 @@ use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, Backend, Link, Opened};
+use crate::backend::{self, Backend, Link, Opened, Renewer};
 use crate::barrier::{self, BarrierAlgorithm, RankState};
+use crate::control::{ControlPort, Handshake};
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
 use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
@@ -25,6 +27,8 @@ use crate::token::{self, TokenSource};
 struct PeerInfo {
     link: Link,
     sync: RemoteMemoryRegion,
+    /// Where the rank's control port listens (reconnects).
+    control: SocketAddr,
 }
 
 /// One rank of a job: a connection to every rank (its own included, in
@@ -56,6 +60,12 @@ pub struct Node {
     barrier: RefCell<RankState>,
     algorithm: BarrierAlgorithm,
     launcher: Option<Launcher>,
+    renewer: Renewer,
+    /// The job token, which a reconnecting peer shows.
+    token: String,
+    control: ControlPort,
+    /// Every rank's control port.
+    controls: Vec<SocketAddr>,
 }
 
 /// Builds a [`Node`].
@@ -190,11 +200,13 @@ impl NodeBuilder {
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
         let sync_remote = sync.exposed()?;
+        let control = ControlPort::bind(&cfg.addr)?;
         let blobs = (0..n)
             .map(|j| {
                 let info = PeerInfo {
                     link: opened.link(j)?,
                     sync: sync_remote,
+                    control: control.addr(),
                 };
                 postcard::to_allocvec(&info)
                     .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
@@ -210,14 +222,16 @@ impl NodeBuilder {
             None => rendezvous::exchange(&cfg, blobs)?,
         };
         let mut links = Vec::with_capacity(n);
+        let mut controls = Vec::with_capacity(n);
         for (j, blob) in theirs.iter().enumerate() {
             let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
                 BootstrapError::Protocol(format!("rank {j}'s connection info: {e}"))
             })?;
             links.push(info.link);
             sync.remote.push(info.sync);
+            controls.push(info.control);
         }
-        let multi = opened.connect(rank, links)?;
+        let (multi, renewer) = opened.connect(rank, links)?;
         session.ready()?;
         log::info!("rank {rank} of {n}: connected to every rank");
         Ok(Node {
@@ -230,6 +244,10 @@ impl NodeBuilder {
             barrier: RefCell::new(RankState::new(rank, n)),
             algorithm: self.algorithm,
             launcher: self.launcher,
+            renewer,
+            token: cfg.token,
+            control,
+            controls,
         })
     }
 }
@@ -318,6 +336,52 @@ impl Node {
     /// The launcher the configuration came from, if any.
     pub fn launcher(&self) -> Option<Launcher> {
         self.launcher
+    }
+
+    /// Replaces the connection to `peer` with a fresh one (verbs: a new
+    /// queue pair; UCX: a new endpoint), for a connection a drain deadline
+    /// or an error completion left in the error state. `peer` must call
+    /// `reconnect` with this rank too, within `timeout`: the two agree over
+    /// a TCP control path each rank opened at bootstrap (the lower rank
+    /// dials the higher one's control port and shows the job token), trade
+    /// their renewed sides, and both are connected when either returns.
+    /// Other ranks are not disturbed. A peer that never comes (dead, or
+    /// not reconnecting) fails it within `timeout`, naming the peer.
+    pub fn reconnect(&mut self, peer: usize, timeout: Duration) -> Result<(), NodeError> {
+        let started = Instant::now();
+        let r = self.try_reconnect(peer, started + timeout);
+        r.map_err(|e| NodeError::Reconnect {
+            peer,
+            after: started.elapsed(),
+            source: Box::new(e),
+        })
+    }
+
+    fn try_reconnect(&mut self, peer: usize, deadline: Instant) -> Result<(), NodeError> {
+        if peer >= self.world_size {
+            return Err(TransportError::NoSuchPeer {
+                peer,
+                count: self.world_size,
+            }
+            .into());
+        }
+        let mine = self.renewer.renew(&mut self.multi, peer)?;
+        let (multi, renewer) = (&mut self.multi, &self.renewer);
+        let mut connect = |theirs: Vec<u8>| renewer.connect(multi, peer, &theirs);
+        if peer == self.rank {
+            return connect(mine); // loopback: our own other side
+        }
+        let h = Handshake {
+            token: &self.token,
+            me: self.rank,
+            peer,
+            deadline,
+        };
+        if self.rank < peer {
+            h.dial(self.controls[peer], mine, connect)
+        } else {
+            h.answer(&self.control, mine, connect)
+        }
     }
 
     /// The shared protection domain, on the verbs backend.

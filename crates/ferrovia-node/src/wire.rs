@@ -12,8 +12,10 @@ use crate::error::BootstrapError;
 
 const MAGIC: [u8; 4] = *b"FRVB";
 /// The bootstrap protocol version. 2: a rank shows the token (`Join`) and
-/// is welcomed before it sends what its peers need (`Blobs`).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// is welcomed before it sends what its peers need (`Blobs`). 3: each
+/// rank's blob names its control port, and the control path reconnects
+/// (`Knock`, `Link`).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -47,6 +49,11 @@ pub(crate) enum Msg {
     Ready,
     /// Every rank is ready.
     Go,
+    /// A peer asks, on this rank's control port, to reconnect (see
+    /// `control`).
+    Knock { token: String, from: u32, to: u32 },
+    /// One side of a renewed connection.
+    Link { link: Vec<u8> },
 }
 
 impl Msg {
@@ -67,6 +74,8 @@ impl Msg {
             Msg::Table { .. } => "a table",
             Msg::Ready => "ready",
             Msg::Go => "go",
+            Msg::Knock { .. } => "a knock",
+            Msg::Link { .. } => "a link",
         }
     }
 }
@@ -179,7 +188,7 @@ mod tests {
         let v1 = frame_of(1, &Msg::Ready).unwrap();
         assert!(matches!(
             read_msg(&mut &v1[..], MAX_BODY),
-            Err(BootstrapError::VersionMismatch { ours: 2, theirs: 1 })
+            Err(BootstrapError::VersionMismatch { ours: 3, theirs: 1 })
         ));
 
         assert!(matches!(

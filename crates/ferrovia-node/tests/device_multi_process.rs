@@ -7,3 +7,18 @@ backend_suite!(
     &[("FERROVIA_BACKEND", "verbs")],
     ignore = "needs an RDMA device: cargo xtask test"
 );
+
+// Verbs only until the UCX transport renews endpoints.
+const VERBS: suite::BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn a_flushed_connection_reconnects_and_barriers_pass() {
+    suite::reconnect::a_flushed_connection_reconnects_and_barriers_pass(VERBS);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
+    suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it(VERBS);
+}

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod job;
+pub(crate) mod reconnect;
 
 use std::io::{BufRead, BufReader};
 use std::process::Child;

@@ -61,6 +61,16 @@ pub(crate) enum Command {
         #[arg(default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Ranks 0 and 1 lose their connection to a drain deadline, reconnect
+    /// and exchange data; then barriers with every rank (issue 13 part 3).
+    Reconnect {
+        /// Rank 1 leaves instead: rank 0's reconnect must fail naming it.
+        #[arg(long)]
+        dead: bool,
+        /// The reconnect's timeout, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Three ranks: rank 2 leaves; rank 0's work with it fails naming it,
     /// and waits on it end at once (issue 13 part 2).
     DeadPeer {

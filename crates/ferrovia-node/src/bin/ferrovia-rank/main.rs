@@ -7,6 +7,7 @@
 
 mod cli;
 mod dead_peer;
+mod reconnect;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -497,6 +498,9 @@ fn main() -> ExitCode {
             barrier_after_failure(&mut node, ms(timeout_ms))
         }
         Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
+        Command::Reconnect { dead, timeout_ms } => {
+            reconnect::run(&mut node, dead, Duration::from_millis(timeout_ms))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
