@@ -128,6 +128,15 @@ pub enum TransportError {
         /// The peer asked for.
         peer: usize,
     },
+    /// The remote region's owner did not grant the right the operation
+    /// needs (checked before posting; the descriptor carries its rights).
+    #[error("{op} needs a right the remote region's owner did not grant (it granted {granted})")]
+    RemoteAccessDenied {
+        /// The operation.
+        op: &'static str,
+        /// The remote rights the descriptor carries.
+        granted: ferrovia_types::AccessFlags,
+    },
     /// A list post with no request in it.
     #[error("a list post needs at least one request")]
     EmptyList,
