@@ -8,7 +8,7 @@ backend_suite!(
     ignore = "needs an RDMA device: cargo xtask test"
 );
 
-// Verbs only until the UCX transport renews endpoints.
+// Verbs only until the UCX transport renews endpoints and runs atomics.
 const VERBS: suite::BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
 
 #[test]
@@ -21,4 +21,10 @@ fn a_flushed_connection_reconnects_and_barriers_pass() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
     suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it(VERBS);
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update() {
+    suite::atomics::four_ranks_count_exactly_and_a_ticket_lock_loses_no_update(VERBS);
 }

@@ -4,6 +4,7 @@
 //! soft-RoCE device; UCX over tcp or shared memory on any host).
 #![allow(dead_code)]
 
+pub(crate) mod atomics;
 pub(crate) mod job;
 pub(crate) mod reconnect;
 

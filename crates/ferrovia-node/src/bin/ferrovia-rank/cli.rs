@@ -61,6 +61,16 @@ pub(crate) enum Command {
         #[arg(default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Remote atomics on rank 0's memory: an exact counter, a ticket lock
+    /// that loses no update, typed errors (issue 14).
+    Atomics {
+        /// Fetch-and-adds per rank.
+        #[arg(default_value_t = 10_000)]
+        adds: u64,
+        /// Turns of the lock per rank.
+        #[arg(default_value_t = 50)]
+        rounds: u64,
+    },
     /// Ranks 0 and 1 lose their connection to a drain deadline, reconnect
     /// and exchange data; then barriers with every rank (issue 13 part 3).
     Reconnect {

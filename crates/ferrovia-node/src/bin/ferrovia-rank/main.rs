@@ -5,6 +5,7 @@
 //! the exit statuses and the variables read (see `cli`).
 #![forbid(unsafe_code)]
 
+mod atomics;
 mod cli;
 mod dead_peer;
 mod reconnect;
@@ -498,6 +499,7 @@ fn main() -> ExitCode {
             barrier_after_failure(&mut node, ms(timeout_ms))
         }
         Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
+        Command::Atomics { adds, rounds } => atomics::run(&mut node, adds, rounds),
         Command::Reconnect { dead, timeout_ms } => {
             reconnect::run(&mut node, dead, Duration::from_millis(timeout_ms))
         }
