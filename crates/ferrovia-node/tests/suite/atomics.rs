@@ -21,11 +21,23 @@ pub(crate) fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update(b: Back
         assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
     }
     let out0 = &results[0].1;
-    assert!(out0.contains("counter 40000 = 4 ranks x 10000 adds"), "{out0}");
-    assert!(out0.contains("8 words = 200 each, no lost update"), "{out0}");
-    for what in ["must be 8 bytes", "not 8-byte aligned", "do not fit", "REMOTE_READ"] {
+    assert!(
+        out0.contains("counter 40000 = 4 ranks x 10000 adds"),
+        "{out0}"
+    );
+    assert!(
+        out0.contains("8 words = 200 each, no lost update"),
+        "{out0}"
+    );
+    for what in [
+        "must be 8 bytes",
+        "not 8-byte aligned",
+        "do not fit",
+        "REMOTE_READ",
+    ] {
         assert!(
-            out0.lines().any(|l| l.contains("bad atomic") && l.contains(what)),
+            out0.lines()
+                .any(|l| l.contains("bad atomic") && l.contains(what)),
             "{what}: {out0}"
         );
     }

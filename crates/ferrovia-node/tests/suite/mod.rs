@@ -6,6 +6,7 @@
 
 pub(crate) mod atomics;
 pub(crate) mod job;
+pub(crate) mod pool;
 pub(crate) mod reconnect;
 
 use std::io::{BufRead, BufReader};

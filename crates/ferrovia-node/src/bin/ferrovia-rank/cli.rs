@@ -71,6 +71,27 @@ pub(crate) enum Command {
         #[arg(default_value_t = 50)]
         rounds: u64,
     },
+    /// All-to-all through each rank's shared receive pool (issue 14).
+    PoolExchange {
+        /// Messages to every other rank.
+        #[arg(default_value_t = 32)]
+        msgs: u64,
+        /// Pooled receives per rank.
+        #[arg(long, default_value_t = 64)]
+        depth: u32,
+    },
+    /// Ranks 1.. flood rank 0's small, slowly refilled pool; nothing is lost.
+    PoolFlood {
+        /// Messages from every sender.
+        #[arg(default_value_t = 300)]
+        msgs: u64,
+        /// Pooled receives at rank 0.
+        #[arg(long, default_value_t = 8)]
+        depth: u32,
+    },
+    /// Three ranks: a message longer than a pooled receive is an error
+    /// naming its sender; the next sender's still arrives.
+    PoolTooLong,
     /// Ranks 0 and 1 lose their connection to a drain deadline, reconnect
     /// and exchange data; then barriers with every rank (issue 13 part 3).
     Reconnect {

@@ -8,6 +8,7 @@
 mod atomics;
 mod cli;
 mod dead_peer;
+mod pool;
 mod reconnect;
 
 use std::process::ExitCode;
@@ -15,8 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use ferrovia_channel::{
-    Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
-    ReadWorkRequest, ReceiveWorkRequest, Scatter, SendWorkRequest, WriteWorkRequest,
+    ChannelBuilder, Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
+    PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, Scatter, SendWorkRequest,
+    WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
 use ferrovia_node::{
@@ -36,6 +38,7 @@ fn build(
     algorithm: BarrierAlgorithm,
     timeout: Option<Duration>,
     launch: Option<usize>,
+    pool: u32,
 ) -> Result<Node, NodeError> {
     let info = match from_vars(&|k| std::env::var(k).ok()) {
         Ok(info) => info,
@@ -45,7 +48,9 @@ fn build(
         }) if launch.is_some() => return Node::from_env_or_launch(launch.unwrap_or(0)),
         Err(e) => return Err(e.into()),
     };
-    let mut b = NodeBuilder::from_launch(&info).barrier_algorithm(algorithm);
+    let mut b = NodeBuilder::from_launch(&info)
+        .barrier_algorithm(algorithm)
+        .channel(ChannelBuilder::default().shared_receives(pool));
     if let Some(t) = timeout {
         b = b.bootstrap_timeout(t);
     }
@@ -479,7 +484,13 @@ fn main() -> ExitCode {
         Command::BarrierBench { algo, .. } => *algo,
         _ => named.unwrap_or(Algorithm::Dissemination),
     };
-    let mut node = match build(algorithm.into(), timeout, cli.launch) {
+    // The pool commands build their node with a shared receive pool.
+    let pool = match &cli.command {
+        Command::PoolExchange { depth, .. } | Command::PoolFlood { depth, .. } => *depth,
+        Command::PoolTooLong => 4,
+        _ => 0,
+    };
+    let mut node = match build(algorithm.into(), timeout, cli.launch, pool) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("ferrovia-rank: bootstrap failed: {e}");
@@ -500,6 +511,9 @@ fn main() -> ExitCode {
         }
         Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
         Command::Atomics { adds, rounds } => atomics::run(&mut node, adds, rounds),
+        Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
+        Command::PoolFlood { msgs, depth } => pool::flood(&mut node, depth as usize, msgs),
+        Command::PoolTooLong => pool::too_long(&mut node),
         Command::Reconnect { dead, timeout_ms } => {
             reconnect::run(&mut node, dead, Duration::from_millis(timeout_ms))
         }
