@@ -202,13 +202,13 @@ pub(crate) fn flood(node: &mut Node, depth: usize, msgs: u64) -> Result<(), Node
         }
         Ok::<_, NodeError>((next, limits))
     })?;
-    for p in 1..n {
-        if next[p] != msgs {
-            return Err(config(format!(
-                "{} of {msgs} messages from rank {p}",
-                next[p]
-            )));
-        }
+    if let Some((p, got)) = next
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|&(_, &got)| got != msgs)
+    {
+        return Err(config(format!("{got} of {msgs} messages from rank {p}")));
     }
     node.barrier(&all, WAIT)?;
     println!(
