@@ -132,6 +132,36 @@ impl NodeBuilder {
         b
     }
 
+    /// [`Node::from_env_or_launch`] with settings: the builder of this
+    /// rank, from the launcher's environment; or, with no launcher (a
+    /// plain `cargo run`), this process starts `ranks` copies of itself as
+    /// one job and exits with their status instead of returning.
+    ///
+    /// ```no_run
+    /// use ferrovia_channel::ChannelBuilder;
+    /// use ferrovia_node::NodeBuilder;
+    ///
+    /// # fn main() -> Result<(), ferrovia_node::NodeError> {
+    /// let node = NodeBuilder::from_env_or_launch(4)?
+    ///     .channel(ChannelBuilder::default().shared_receives(64))
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_env_or_launch(ranks: usize) -> Result<NodeBuilder, NodeError> {
+        if ranks == 0 {
+            return Err(BootstrapError::NoRanks { ranks }.into());
+        }
+        match launcher::from_vars(&|k| std::env::var(k).ok()) {
+            Ok(info) => Ok(NodeBuilder::from_launch(&info)),
+            Err(BootstrapError::MissingVar {
+                name: "FERROVIA_RANK",
+                ..
+            }) => match crate::local_launch::launch_here(ranks)? {},
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The job token every bootstrap connection must present (1 to 1024
     /// bytes, the same on every rank; keep it secret to keep strangers out).
     pub fn token(mut self, token: impl Into<String>) -> Self {
@@ -300,17 +330,7 @@ impl Node {
     /// The job gets a random token, and rank 0 listens on 127.0.0.1 at a
     /// port the OS chooses. `ranks` must be at least 1.
     pub fn from_env_or_launch(ranks: usize) -> Result<Node, NodeError> {
-        if ranks == 0 {
-            return Err(BootstrapError::NoRanks { ranks }.into());
-        }
-        match launcher::from_vars(&|k| std::env::var(k).ok()) {
-            Ok(info) => NodeBuilder::from_launch(&info).build(),
-            Err(BootstrapError::MissingVar {
-                name: "FERROVIA_RANK",
-                ..
-            }) => match crate::local_launch::launch_here(ranks)? {},
-            Err(e) => Err(e.into()),
-        }
+        NodeBuilder::from_env_or_launch(ranks)?.build()
     }
 
     /// This rank.
