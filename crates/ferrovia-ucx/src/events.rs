@@ -122,7 +122,7 @@ pub(crate) unsafe extern "C" fn endpoint_failed(
 ) {
     let _ = catch_unwind(|| {
         push(Event::new(
-            crate::engine::ep_error_token(arg as usize),
+            crate::engine::token::ep_error_token(arg as usize),
             status,
         ))
     });
@@ -152,7 +152,7 @@ pub(crate) unsafe extern "C" fn control_received(
             // call; they are copied out before it returns.
             unsafe { std::slice::from_raw_parts(header.cast::<u8>(), header_length) }.into()
         };
-        let mut ev = Event::new(crate::engine::CONTROL_TOKEN, ffi::UCS_OK);
+        let mut ev = Event::new(crate::engine::token::CONTROL_TOKEN, ffi::UCS_OK);
         ev.data = Some(bytes);
         push(ev);
     }));
