@@ -1,15 +1,26 @@
 //! The engine: the UCX worker, its endpoints, remote keys and requests,
 //! behind one lock. The worker is created SERIALIZED: whoever holds the
-//! lock may call into it, and three kinds of thread do: the progress
-//! thread (`progress`), which owns the engine and turns it whenever
-//! nobody else does; a user thread that polls or waits, which takes a
-//! turn itself when the lock is free; and a thread dropping a
-//! registration, which turns it while it waits for the revocation. What
-//! cannot go through the lock at once (the lock is taken) goes through
-//! the command queue, which every turn drains first.
+//! lock may call into it, and four kinds of thread do:
 //!
-//! A turn: commands, `ucp_worker_progress`, then the events UCX's
-//! callbacks recorded (`crate::events`; no callback re-enters the engine).
+//! - a user thread that posts: it issues its ops itself (`post_sends`,
+//!   `post_recvs`) when the lock is free, with no hand-off;
+//! - a user thread that polls or waits: it takes a turn itself when the
+//!   lock is free and takes what completed straight from the engine;
+//! - a thread dropping a registration, which turns the engine while it
+//!   waits for the revocation;
+//! - the progress thread (`progress`), which owns the engine and turns it
+//!   whenever nobody else does, and stands back while user threads do.
+//!
+//! A post that finds the lock taken goes through the command queue; every
+//! turn, and every direct post, drains that queue first, so ops leave in
+//! posting order whichever way they came. A turn: commands,
+//! `ucp_worker_progress`, then the events UCX's callbacks recorded
+//! (`crate::events`; no callback re-enters the engine). An `*_nbx` call
+//! that completes or fails inside the call has no callback: the send
+//! pipeline applies that outcome at once. Completions collect in the
+//! engine (`ready`); whoever lets go of the lock without taking them
+//! publishes them to `Shared::done` and wakes a waiting thread.
+//!
 //! The parts: `token` (what a request's `user_data` names), `send` (the
 //! send pipeline, with `crate::peer`'s ordering rules), `endpoints`
 //! (creation, failure, close), `control_plane` (keys, revocations,
@@ -19,6 +30,7 @@
 //! operation complete (or cancelled); the channel core's scopes wait for
 //! that report, so dropping a handle never frees memory UCX still touches.
 
+use std::collections::VecDeque;
 use std::ptr::null_mut;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -42,7 +54,7 @@ mod progress;
 mod send;
 pub(crate) mod token;
 
-pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, turn_inline};
+pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, turn_inline, with_engine};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,
@@ -50,6 +62,13 @@ use token::{
 
 /// How long shutdown waits for endpoints to close gracefully.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Counts the posting tests look at (`UcxTransport::post_stats`).
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) direct_posts: u64,
+    pub(crate) endpoint_flushes: u64,
+}
 
 pub(crate) struct Engine {
     worker: ffi::ucp_worker_h,
@@ -66,6 +85,11 @@ pub(crate) struct Engine {
     is_dirty: Vec<bool>,
     dead_rkeys: Vec<ffi::ucp_rkey_h>,
     cp: control_plane::ControlPlane,
+    /// Completions not yet handed out: a thread that turned the engine to
+    /// poll takes them straight from here; any other turn publishes them
+    /// to `Shared::done` before it lets go of the lock.
+    ready: VecDeque<Completion>,
+    pub(crate) stats: Stats,
     scratch: Vec<Event>,
     shutdown: bool,
     /// Endpoints use peer error handling (not every UCX transport has it).
@@ -109,6 +133,8 @@ impl Engine {
             is_dirty: Vec::new(),
             dead_rkeys: Vec::new(),
             cp: Default::default(),
+            ready: VecDeque::new(),
+            stats: Stats::default(),
             scratch: Vec::new(),
             shutdown: false,
             detect_failures,
@@ -206,6 +232,17 @@ impl Engine {
         }
     }
 
+    /// Posts receives from `peer` from the caller's thread, which holds the
+    /// engine: commands queued meanwhile go first.
+    pub(crate) fn post_recvs(&mut self, peer: usize, ops: &[ferrovia_channel::RecvOp]) {
+        self.stats.direct_posts += 1;
+        self.drain_commands();
+        for op in ops {
+            self.post_recv(peer, op);
+        }
+        self.handle_events();
+    }
+
     /// Posts a receive from `peer`, or completes it with an error if the
     /// peer does not exist or failed.
     pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::RecvOp) {
@@ -214,13 +251,12 @@ impl Engine {
             Some(p) if p.failed.is_some() => ffi::UCS_ERR_CANCELED,
             Some(_) => return self.recvs.post(self.worker, peer, op),
         };
-        self.shared.complete(send_completion(op.wr_id, status));
+        self.complete(send_completion(op.wr_id, status));
     }
 
     /// Acts on everything UCX reported; whether there was anything.
     pub(super) fn handle_events(&mut self) -> bool {
         let mut any = false;
-        let mut completed = false;
         loop {
             let mut batch = std::mem::take(&mut self.scratch);
             events::take(&mut batch);
@@ -230,30 +266,50 @@ impl Engine {
             }
             any = true;
             for ev in batch.drain(..) {
-                completed |= self.on_event(ev);
+                self.on_event(ev);
             }
             self.scratch = batch;
             while let Some(peer) = self.dirty.pop() {
                 self.is_dirty[peer] = false;
-                self.pump(peer);
-                self.flush_if_needed(peer);
-                let shared = &self.shared;
-                self.peers[peer].retire(|e| {
-                    if e.op.signaled || e.status != ffi::UCS_OK {
-                        shared.complete(send_completion(e.op.wr_id, e.status));
-                        completed = true;
-                    }
-                });
+                self.service(peer);
+                self.retire(peer);
             }
-        }
-        if completed {
-            self.shared.notify();
         }
         any
     }
 
-    /// Applies one event; whether it produced a completion directly.
-    fn on_event(&mut self, ev: Event) -> bool {
+    fn complete(&mut self, c: Completion) {
+        self.ready.push_back(c);
+    }
+
+    /// Moves the completions not taken to `Shared::done`, where any thread
+    /// finds them, and wakes a thread waiting for them.
+    pub(crate) fn publish(&mut self) {
+        if self.ready.is_empty() {
+            return;
+        }
+        for c in self.ready.drain(..) {
+            self.shared.done.push(c);
+        }
+        self.shared.notify();
+    }
+
+    /// Moves up to `out.len()` completions to `out`, the published ones
+    /// first (they are older); how many.
+    pub(crate) fn take_completions(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let Some(c) = self.shared.done.pop().or_else(|| self.ready.pop_front()) else {
+                break;
+            };
+            out[n] = c;
+            n += 1;
+        }
+        n
+    }
+
+    /// Applies one event.
+    fn on_event(&mut self, ev: Event) {
         let (class, peer, index) = split(ev.token);
         match class {
             PART | NOTIFY => {
@@ -269,19 +325,10 @@ impl Engine {
                     self.mark(peer);
                 }
             }
-            FLUSH => {
-                if let Some(p) = self.peers.get_mut(peer) {
-                    let due = p.flushed(index, ev.status);
-                    for seq in due {
-                        self.notify(peer, seq);
-                    }
-                    self.mark(peer);
-                }
-            }
+            FLUSH if peer < self.peers.len() => self.flushed(peer, index, ev.status),
             RECV => {
                 if let Some(c) = self.recvs.finish(index, &ev) {
-                    self.shared.complete(c);
-                    return true;
+                    self.complete(c);
                 }
             }
             CTRL => {
@@ -306,7 +353,6 @@ impl Engine {
             _ if ev.token == CONTROL_TOKEN => self.on_control(ev.data.as_deref().unwrap_or(&[])),
             _ => {}
         }
-        false
     }
 }
 

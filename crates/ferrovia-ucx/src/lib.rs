@@ -51,5 +51,5 @@ pub use context::UcxContext;
 pub use error::UcxError;
 pub use keys::UcxRegistrar;
 #[doc(hidden)]
-pub use transport::ProgressStall;
+pub use transport::{PostStats, ProgressStall};
 pub use transport::{UcxTransport, UcxTransportBuilder};

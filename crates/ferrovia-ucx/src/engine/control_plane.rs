@@ -96,7 +96,7 @@ impl Engine {
 
     fn on_reply(&mut self, peer: usize, key: u32, info: Option<KeyInfo>) {
         let p = &mut self.peers[peer];
-        match p.keys.get(&key) {
+        match p.keys.get(key) {
             Some(RemoteKey::Requested) => {}
             // Revoked while the reply was on its way: it stays revoked.
             Some(RemoteKey::Revoked) => return,
@@ -130,7 +130,7 @@ impl Engine {
     /// Peer side: `owner` revoked `key`.
     fn on_revoke(&mut self, owner: usize, key: u32) {
         let p = &mut self.peers[owner];
-        let unpacked = match p.keys.get(&key) {
+        let unpacked = match p.keys.get(key) {
             Some(RemoteKey::Ready { .. } | RemoteKey::Requested) => {
                 match p.keys.insert(key, RemoteKey::Revoked) {
                     Some(RemoteKey::Ready { rkey, .. }) => Some(rkey),
@@ -217,12 +217,9 @@ impl Engine {
         log::debug!("ucx: peer {peer} said goodbye");
         let p = &mut self.peers[peer];
         p.departed = true;
-        for k in p.keys.values_mut() {
-            if let RemoteKey::Ready { rkey, .. } = std::mem::replace(k, RemoteKey::Revoked) {
-                // Accesses with it may be in flight: destroyed at shutdown.
-                self.dead_rkeys.push(rkey);
-            }
-        }
+        // Accesses with them may be in flight: destroyed at shutdown.
+        let dead = &mut self.dead_rkeys;
+        p.keys.revoke_all(|rkey| dead.push(rkey));
         self.mark(peer);
         self.peer_closed(peer);
     }

@@ -1,6 +1,6 @@
-//! The progress thread and what user threads hand it: commands through a
-//! lock-free queue, completions back through another, and turns of the
-//! engine taken inline by whoever finds its lock free.
+//! The progress thread, the commands user threads queue when the engine
+//! is taken, the completions published for threads that did not turn it,
+//! and `with_engine`: the engine used inline by whoever finds it free.
 
 use std::ptr::null_mut;
 use std::sync::Arc;
@@ -27,7 +27,8 @@ const SPIN: Duration = Duration::from_micros(200);
 /// took a turn; it looks again after that.
 const STAND_BACK: Duration = Duration::from_micros(500);
 
-/// What user threads ask of the progress thread.
+/// What user threads ask of whoever turns the engine next (a post that
+/// found the engine taken, or what only a turn does).
 pub(crate) enum Cmd {
     Send {
         peer: usize,
@@ -67,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) alive: AtomicBool,
     /// Turns user threads took since the progress thread last looked.
     pub(crate) user_turns: AtomicU64,
+    /// Posts that went through the command queue (tests).
+    pub(crate) queued_posts: AtomicU64,
     pub(super) worker: AtomicPtr<ffi::ucp_worker>,
 }
 
@@ -82,6 +85,7 @@ impl Shared {
             malformed: AtomicU64::new(0),
             alive: AtomicBool::new(true),
             user_turns: AtomicU64::new(0),
+            queued_posts: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
         }
     }
@@ -103,10 +107,6 @@ impl Shared {
                 unsafe { ffi::ucp_worker_signal(w) };
             }
         }
-    }
-
-    pub(super) fn complete(&self, c: Completion) {
-        self.done.push(c);
     }
 
     pub(super) fn notify(&self) {
@@ -139,23 +139,42 @@ pub(crate) fn spawn(
     Ok((handle, engine, address))
 }
 
-/// Turns the engine on this thread if nobody else is (a user thread that
-/// posts or polls, or one waiting for a revocation); whether it did.
-pub(crate) fn turn_inline(engine: &EngineCell, shared: &Shared) -> bool {
-    let Some(mut e) = engine.try_lock() else {
-        return false;
-    };
+/// Runs `f` on the engine on this thread if nobody else holds it and it
+/// is not shut down; `None` if it could not (or `f` panicked: the
+/// transport is then dead). It counts as a user turn, so the progress
+/// thread stands back. Completions `f` left in the engine are published
+/// before the lock goes, so a thread asleep in `wait` finds them.
+pub(crate) fn with_engine<R>(
+    engine: &EngineCell,
+    shared: &Shared,
+    f: impl FnOnce(&mut Engine) -> R,
+) -> Option<R> {
+    let mut e = engine.try_lock()?;
     if e.is_shut_down() {
-        return false;
+        return None;
     }
     shared.user_turns.fetch_add(1, SeqCst);
-    let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
-    if turned.is_err() {
-        log::error!("UCX progress panicked on a user thread; the transport is dead");
-        e.poison();
-        shared.alive.store(false, SeqCst);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut e))) {
+        Ok(r) => {
+            e.publish();
+            Some(r)
+        }
+        Err(_) => {
+            log::error!("UCX progress panicked on a user thread; the transport is dead");
+            e.poison();
+            shared.alive.store(false, SeqCst);
+            None
+        }
     }
-    true
+}
+
+/// Turns the engine on this thread if nobody else is (a user thread that
+/// polls, or one waiting for a revocation); whether it did.
+pub(crate) fn turn_inline(engine: &EngineCell, shared: &Shared) -> bool {
+    with_engine(engine, shared, |e| {
+        e.turn();
+    })
+    .is_some()
 }
 
 /// The progress thread: turns the engine while there is activity, spins
@@ -180,6 +199,7 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                     e.close_all();
                     return;
                 }
+                e.publish();
                 busy
             };
             if busy {
