@@ -54,7 +54,7 @@ mod progress;
 mod send;
 pub(crate) mod token;
 
-pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, turn_inline, with_engine};
+pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, turn_inline, with_engine};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,
@@ -85,9 +85,10 @@ pub(crate) struct Engine {
     is_dirty: Vec<bool>,
     dead_rkeys: Vec<ffi::ucp_rkey_h>,
     cp: control_plane::ControlPlane,
-    /// Completions not yet handed out: a thread that turned the engine to
-    /// poll takes them straight from here; any other turn publishes them
-    /// to `Shared::done` before it lets go of the lock.
+    /// Completions not yet handed out: the polling thread takes them
+    /// straight from here (also those its own posts produced); the
+    /// progress thread and a revocation's turns publish them to
+    /// `Shared::done` before they let go of the lock.
     ready: VecDeque<Completion>,
     pub(crate) stats: Stats,
     scratch: Vec<Event>,
@@ -240,7 +241,11 @@ impl Engine {
         for op in ops {
             self.post_recv(peer, op);
         }
-        self.handle_events();
+        // An outcome inside the call is an event: none stays behind in
+        // this thread's list once it lets go of the engine.
+        if events::pending() {
+            self.handle_events();
+        }
     }
 
     /// Posts a receive from `peer`, or completes it with an error if the
@@ -298,8 +303,17 @@ impl Engine {
     /// first (they are older); how many.
     pub(crate) fn take_completions(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
+        if !self.shared.done.is_empty() {
+            while n < out.len() {
+                let Some(c) = self.shared.done.pop() else {
+                    break;
+                };
+                out[n] = c;
+                n += 1;
+            }
+        }
         while n < out.len() {
-            let Some(c) = self.shared.done.pop().or_else(|| self.ready.pop_front()) else {
+            let Some(c) = self.ready.pop_front() else {
                 break;
             };
             out[n] = c;

@@ -48,6 +48,13 @@ pub(crate) fn push(ev: Event) {
     });
 }
 
+/// Whether events wait in this thread's list.
+pub(crate) fn pending() -> bool {
+    EVENTS
+        .try_with(|e| e.try_borrow().is_ok_and(|v| !v.is_empty()))
+        .unwrap_or(false)
+}
+
 /// Moves the recorded events into `into` (which must be empty).
 pub(crate) fn take(into: &mut Vec<Event>) {
     let _ = EVENTS.try_with(|e| {

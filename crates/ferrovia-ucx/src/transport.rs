@@ -394,10 +394,23 @@ unsafe impl Transport for UcxTransport {
             if let Err(e) = self.check_alive() {
                 break Err(e);
             }
+            // Completions this thread's own posts left in the engine: no
+            // other thread publishes them while this one sleeps, unless it
+            // holds the engine, and then it does (and notifies, which
+            // needs the lock held here until the wait releases it).
+            let n = engine::take_left(&self.engine, out);
+            if n > 0 {
+                break Ok(n);
+            }
             if Instant::now() >= deadline
                 || self.shared.cv.wait_until(&mut guard, deadline).timed_out()
             {
-                break Ok(self.take(out));
+                let n = self.take(out);
+                break Ok(if n > 0 {
+                    n
+                } else {
+                    engine::take_left(&self.engine, out)
+                });
             }
         };
         self.shared.waiters.fetch_sub(1, SeqCst);

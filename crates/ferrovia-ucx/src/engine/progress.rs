@@ -142,8 +142,9 @@ pub(crate) fn spawn(
 /// Runs `f` on the engine on this thread if nobody else holds it and it
 /// is not shut down; `None` if it could not (or `f` panicked: the
 /// transport is then dead). It counts as a user turn, so the progress
-/// thread stands back. Completions `f` left in the engine are published
-/// before the lock goes, so a thread asleep in `wait` finds them.
+/// thread stands back. Completions `f` leaves in the engine stay there for
+/// this thread's next poll or wait, which take them under the lock; any
+/// other thread that takes the lock publishes them.
 pub(crate) fn with_engine<R>(
     engine: &EngineCell,
     shared: &Shared,
@@ -155,10 +156,7 @@ pub(crate) fn with_engine<R>(
     }
     shared.user_turns.fetch_add(1, SeqCst);
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut e))) {
-        Ok(r) => {
-            e.publish();
-            Some(r)
-        }
+        Ok(r) => Some(r),
         Err(_) => {
             log::error!("UCX progress panicked on a user thread; the transport is dead");
             e.poison();
@@ -168,11 +166,22 @@ pub(crate) fn with_engine<R>(
     }
 }
 
-/// Turns the engine on this thread if nobody else is (a user thread that
-/// polls, or one waiting for a revocation); whether it did.
+/// Takes completions left in the engine, if nobody holds it, without
+/// turning it (not a user turn: the progress thread keeps working for a
+/// thread about to sleep).
+pub(crate) fn take_left(engine: &EngineCell, out: &mut [Completion]) -> usize {
+    match engine.try_lock() {
+        Some(mut e) => e.take_completions(out),
+        None => 0,
+    }
+}
+
+/// Turns the engine on this thread if nobody else is (a thread waiting
+/// for a revocation); whether it did. What completes is published.
 pub(crate) fn turn_inline(engine: &EngineCell, shared: &Shared) -> bool {
     with_engine(engine, shared, |e| {
         e.turn();
+        e.publish();
     })
     .is_some()
 }
@@ -234,6 +243,10 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
 
 impl Engine {
     pub(super) fn drain_commands(&mut self) -> bool {
+        // The common case, and cheaper than a pop that finds nothing.
+        if self.shared.cmds.is_empty() {
+            return false;
+        }
         let mut any = false;
         while let Some(cmd) = self.shared.cmds.pop() {
             any = true;

@@ -12,6 +12,7 @@ use ferrovia_types::AccessFlags;
 use super::token::{FLUSH, NOTIFY, PART, send_param, token};
 use super::{Engine, send_completion};
 use crate::control::Control;
+use crate::events;
 use crate::ffi;
 use crate::peer::{Lookup, RemoteKey};
 use crate::status::{REMOTE_ACCESS, Started, started};
@@ -48,11 +49,14 @@ impl Engine {
                 self.peers[peer].waiting.push_back(*op);
             }
         }
-        // Flushes, retires, and handles what the calls recorded (a key
-        // request's control message): events must not stay behind in this
-        // thread's list once it lets go of the engine.
-        self.mark(peer);
-        self.handle_events();
+        self.service(peer);
+        self.retire(peer);
+        // What the calls recorded (a key request's control message) is
+        // handled now: no event stays behind in this thread's list once
+        // it lets go of the engine.
+        if events::pending() {
+            self.handle_events();
+        }
     }
 
     /// Queues an op that came as a command.
