@@ -192,7 +192,9 @@ impl Engine {
         if self.shutdown {
             return busy;
         }
-        busy |= self.expire_revocations();
+        if self.cp.has_revocations() {
+            busy |= self.expire_revocations();
+        }
         // SAFETY: the worker is used under the engine's lock only.
         busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
         busy |= self.handle_events();
@@ -261,6 +263,10 @@ impl Engine {
 
     /// Acts on everything UCX reported; whether there was anything.
     pub(super) fn handle_events(&mut self) -> bool {
+        if self.dirty.is_empty() && !events::pending() {
+            // What an empty poll finds: no list to swap.
+            return false;
+        }
         let mut any = false;
         loop {
             let mut batch = std::mem::take(&mut self.scratch);

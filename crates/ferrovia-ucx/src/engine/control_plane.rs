@@ -44,6 +44,13 @@ pub(super) struct ControlPlane {
     goodbyes: usize,
 }
 
+impl ControlPlane {
+    /// Whether revocations of this side's keys await answers.
+    pub(super) fn has_revocations(&self) -> bool {
+        !self.revocations.is_empty()
+    }
+}
+
 struct Flushing {
     key: u32,
     rkey: ffi::ucp_rkey_h,

@@ -4,7 +4,9 @@
 
 use std::ptr::null_mut;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
+};
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -66,8 +68,8 @@ pub(crate) struct Shared {
     pub(crate) cv: Condvar,
     pub(crate) malformed: AtomicU64,
     pub(crate) alive: AtomicBool,
-    /// Turns user threads took since the progress thread last looked.
-    pub(crate) user_turns: AtomicU64,
+    /// A user thread took a turn since the progress thread last looked.
+    pub(crate) user_turned: AtomicBool,
     /// Posts that went through the command queue (tests).
     pub(crate) queued_posts: AtomicU64,
     pub(super) worker: AtomicPtr<ffi::ucp_worker>,
@@ -84,7 +86,7 @@ impl Shared {
             cv: Condvar::new(),
             malformed: AtomicU64::new(0),
             alive: AtomicBool::new(true),
-            user_turns: AtomicU64::new(0),
+            user_turned: AtomicBool::new(false),
             queued_posts: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
         }
@@ -154,7 +156,9 @@ pub(crate) fn with_engine<R>(
     if e.is_shut_down() {
         return None;
     }
-    shared.user_turns.fetch_add(1, SeqCst);
+    // A plain store (no read-modify-write on the polling path); only
+    // whether it happened matters.
+    shared.user_turned.store(true, Relaxed);
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut e))) {
         Ok(r) => Some(r),
         Err(_) => {
@@ -196,7 +200,7 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             // A user thread busy-polling drives progress itself. Stand back
             // without arming the worker: an armed worker would wake this
             // thread on every message and preempt the poller.
-            if shared.user_turns.swap(0, SeqCst) > 0 {
+            if shared.user_turned.swap(false, Relaxed) {
                 thread::sleep(STAND_BACK);
                 last_activity = Instant::now();
                 continue;
