@@ -1,5 +1,5 @@
-//! Per-peer send-queue state of the progress thread: what makes UCX
-//! behave like an RC queue pair.
+//! Per-peer send-queue state of the engine (whichever thread holds it):
+//! what makes UCX behave like an RC queue pair.
 //!
 //! - Completions leave in posting order (an unsignalled op is complete
 //!   once a later one of the same peer is), whatever order UCX finishes
@@ -8,6 +8,7 @@
 //!   (remote completion, as an RC ACK), and a later send, read or
 //!   write-with-immediate notification is issued only once earlier writes
 //!   are flushed, so what the peer receives is never ahead of the data.
+//!   One flush covers every write issued before it.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::{self, HashMap};
@@ -167,7 +168,7 @@ impl SqEntry {
     }
 }
 
-/// Everything the progress thread keeps per peer.
+/// Everything the engine keeps per peer.
 pub(crate) struct Peer {
     pub(crate) ep: ffi::ucp_ep_h,
     /// Set once the endpoint failed or was flushed: everything completes
