@@ -8,8 +8,8 @@ backend_suite!(
     ignore = "needs an RDMA device: cargo xtask test"
 );
 
-// Verbs only until the UCX transport renews endpoints, runs atomics and
-// has a shared receive pool.
+// Verbs only until the UCX transport renews endpoints and has a shared
+// receive pool.
 const VERBS: suite::BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
 
 #[test]
@@ -22,12 +22,6 @@ fn a_flushed_connection_reconnects_and_barriers_pass() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
     suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it(VERBS);
-}
-
-#[test]
-#[ignore = "needs an RDMA device: cargo xtask test"]
-fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update() {
-    suite::atomics::four_ranks_count_exactly_and_a_ticket_lock_loses_no_update(VERBS);
 }
 
 #[test]

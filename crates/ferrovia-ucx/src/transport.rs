@@ -1,6 +1,6 @@
 //! `UcxTransport`: the channel core's transport seam over UCX.
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -214,6 +214,17 @@ impl UcxTransport {
         }
     }
 
+    /// How posts reached the worker so far (tests of the posting paths).
+    #[doc(hidden)]
+    pub fn post_stats(&self) -> PostStats {
+        let e = self.engine.lock();
+        PostStats {
+            direct: e.stats.direct_posts,
+            queued: self.shared.queued_posts.load(SeqCst),
+            endpoint_flushes: e.stats.endpoint_flushes,
+        }
+    }
+
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.peers();
         if peer >= count {
@@ -232,20 +243,17 @@ impl UcxTransport {
         }
     }
 
-    /// Drives progress on this thread when the progress thread is not
-    /// (busy polling then costs no thread hand-off); whether it did.
-    fn progress_inline(&self) -> bool {
-        engine::turn_inline(&self.engine, &self.shared)
+    /// Turns the engine on this thread if it is free and takes what
+    /// completed into `out` (busy polling then costs no thread hand-off);
+    /// `None` if someone else holds it.
+    fn turn_and_take(&self, out: &mut [Completion]) -> Option<usize> {
+        engine::with_engine(&self.engine, &self.shared, |e| {
+            e.turn();
+            e.take_completions(out)
+        })
     }
 
-    /// After queueing commands: issue them on this thread if the engine is
-    /// free, else make sure the progress thread sees them.
-    fn kick(&self) {
-        if !self.progress_inline() {
-            self.shared.wake(false);
-        }
-    }
-
+    /// Takes published completions (those of turns on other threads).
     fn take(&self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
@@ -259,6 +267,19 @@ impl UcxTransport {
         }
         n
     }
+}
+
+/// Counts of a transport's posting paths (tests only).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostStats {
+    /// `post_send`/`post_recv` calls issued by the calling thread itself.
+    pub direct: u64,
+    /// Calls whose ops went through the command queue (the engine was
+    /// busy).
+    pub queued: u64,
+    /// Endpoint flushes issued to complete writes.
+    pub endpoint_flushes: u64,
 }
 
 /// Holds a transport's engine so nothing progresses it (tests only).
@@ -297,6 +318,12 @@ unsafe impl Transport for UcxTransport {
         self.recv_depth
     }
 
+    fn atomics(&self) -> bool {
+        // UCP_FEATURE_AMO64: every transport runs them (in software where
+        // the hardware does not).
+        true
+    }
+
     fn max_inline(&self, _peer: usize) -> u32 {
         // UCX copies small messages itself; nothing to gain from inline.
         0
@@ -304,30 +331,45 @@ unsafe impl Transport for UcxTransport {
 
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
         self.check(peer)?;
-        for op in ops {
-            self.shared.cmds.push(Cmd::Send { peer, op: *op });
+        // Issued from this thread while it holds the engine: no command
+        // hand-off. When another thread holds it, the ops queue as
+        // commands, which the holder's next turn (or this thread's, whose
+        // direct posts drain the queue first) issues in order.
+        if engine::with_engine(&self.engine, &self.shared, |e| e.post_sends(peer, ops)).is_none() {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::Send { peer, op: *op });
+            }
+            self.shared.wake(false);
         }
-        self.kick();
         Ok(())
     }
 
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
         self.check(peer)?;
-        for op in ops {
-            self.shared.cmds.push(Cmd::Recv { peer, op: *op });
+        // As for sends.
+        if engine::with_engine(&self.engine, &self.shared, |e| e.post_recvs(peer, ops)).is_none() {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::Recv { peer, op: *op });
+            }
+            self.shared.wake(false);
         }
-        self.kick();
         Ok(())
     }
 
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let mut n = self.take(out);
-        if n == 0 {
-            self.check_alive()?;
-            let _ = self.progress_inline();
-            n = self.take(out);
+        if !self.shared.done.is_empty() {
+            return Ok(self.take(out));
         }
-        Ok(n)
+        self.check_alive()?;
+        match self.turn_and_take(out) {
+            Some(n) => Ok(n),
+            // Whoever holds the engine publishes what it completes.
+            None => Ok(self.take(out)),
+        }
     }
 
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
@@ -341,7 +383,11 @@ unsafe impl Transport for UcxTransport {
             if start.elapsed() >= WAIT_SPIN.min(timeout) {
                 break;
             }
-            let _ = self.progress_inline();
+            if let Some(n) = self.turn_and_take(out)
+                && n > 0
+            {
+                return Ok(n);
+            }
         }
         let deadline = start + timeout;
         self.shared.waiters.fetch_add(1, SeqCst);
@@ -354,10 +400,23 @@ unsafe impl Transport for UcxTransport {
             if let Err(e) = self.check_alive() {
                 break Err(e);
             }
+            // Completions this thread's own posts left in the engine: no
+            // other thread publishes them while this one sleeps, unless it
+            // holds the engine, and then it does (and notifies, which
+            // needs the lock held here until the wait releases it).
+            let n = engine::take_left(&self.engine, out);
+            if n > 0 {
+                break Ok(n);
+            }
             if Instant::now() >= deadline
                 || self.shared.cv.wait_until(&mut guard, deadline).timed_out()
             {
-                break Ok(self.take(out));
+                let n = self.take(out);
+                break Ok(if n > 0 {
+                    n
+                } else {
+                    engine::take_left(&self.engine, out)
+                });
             }
         };
         self.shared.waiters.fetch_sub(1, SeqCst);

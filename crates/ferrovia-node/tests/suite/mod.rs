@@ -379,6 +379,12 @@ macro_rules! backend_suite {
 
         #[test]
         $(#[ignore = $why])?
+        fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update() {
+            suite::atomics::four_ranks_count_exactly_and_a_ticket_lock_loses_no_update($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
         fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes() {
             suite::a_stranger_with_the_wrong_token_is_refused_and_the_job_completes($env);
         }
