@@ -146,8 +146,7 @@ impl ChannelCore {
         self.state().broken.get(peer).copied().unwrap_or(false)
     }
 
-    /// Marks a peer usable again after it was reconnected.
-    #[cfg(feature = "verbs")]
+    /// Marks a peer broken until it is reconnected.
     pub(crate) fn mark_broken(&self, peer: usize) {
         if let Some(b) = self.state().broken.get_mut(peer) {
             *b = true;

@@ -46,7 +46,7 @@ use crate::ffi;
 use crate::keys::KeyDirectory;
 use crate::peer::Peer;
 use crate::status::{vendor_err, wc_status};
-use crate::tag::Receives;
+use crate::tag::{self, Receives};
 
 mod control_plane;
 mod endpoints;
@@ -77,6 +77,8 @@ pub(crate) struct Engine {
     dir: Arc<KeyDirectory>,
     me: usize,
     peers: Vec<Peer>,
+    /// Every peer's worker address (a renewed endpoint goes to it again).
+    addresses: Vec<Vec<u8>>,
     recvs: Receives,
     ctrl: std::collections::HashMap<u32, Vec<u8>>,
     next_ctrl: u32,
@@ -126,6 +128,7 @@ impl Engine {
             dir,
             me: 0,
             peers: Vec::new(),
+            addresses: Vec::new(),
             recvs: Receives::default(),
             ctrl: Default::default(),
             next_ctrl: 0,
@@ -250,6 +253,39 @@ impl Engine {
         }
     }
 
+    /// Posts receives to the shared pool (any sender) from the caller's
+    /// thread, which holds the engine: commands queued meanwhile go first.
+    pub(crate) fn post_pool_recvs(&mut self, ops: &[ferrovia_channel::RecvOp]) {
+        self.stats.direct_posts += 1;
+        self.drain_commands();
+        for op in ops {
+            self.recvs.post(self.worker, tag::ANY, op);
+        }
+        if events::pending() {
+            self.handle_events();
+        }
+    }
+
+    /// Cancels the pool's receives: each is reported, flushed.
+    pub(crate) fn cancel_pool(&mut self) {
+        self.drain_commands();
+        self.recvs.cancel(self.worker, Some(tag::ANY));
+        self.handle_events();
+    }
+
+    /// Arms the pool's low watermark.
+    pub(crate) fn arm_pool_limit(&mut self, limit: u32) {
+        self.drain_commands();
+        self.handle_events();
+        self.recvs.arm_limit(limit);
+    }
+
+    /// Whether the pool fell below its armed limit (checking clears it).
+    pub(crate) fn pool_limit_hit(&mut self) -> bool {
+        self.handle_events();
+        self.recvs.take_limit_hit()
+    }
+
     /// Posts a receive from `peer`, or completes it with an error if the
     /// peer does not exist or failed.
     pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::RecvOp) {
@@ -363,6 +399,13 @@ impl Engine {
             CLOSE => self.closing = self.closing.saturating_sub(1),
             REVOKE_FLUSH => self.revoke_flushed(peer, index, ev.status),
             GOODBYE_FLUSH => self.goodbye_flushed(peer, ev.status),
+            // An error of an endpoint since renewed: nothing to fail.
+            EP_ERROR if self.peers.get(peer).is_some_and(|p| p.generation != index) => {
+                log::debug!(
+                    "ucx: a replaced endpoint to peer {peer} failed (ucs_status_t {})",
+                    ev.status
+                );
+            }
             EP_ERROR => {
                 log::warn!(
                     "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",

@@ -198,9 +198,23 @@ pub(crate) struct Peer {
     pub(crate) keys: RemoteKeys,
     /// The peer said goodbye: it accesses nothing of ours any more.
     pub(crate) departed: bool,
+    /// How many times the endpoint was renewed: an error of an older
+    /// endpoint names an older generation and is ignored.
+    pub(crate) generation: u32,
 }
 
 impl Peer {
+    /// The state of a renewed endpoint `ep` that replaces `old`: sequence
+    /// numbers go on from the old ones, so no late event of the old
+    /// endpoint names an op of the new one.
+    pub(crate) fn renewed(ep: ffi::ucp_ep_h, old: &Peer) -> Peer {
+        let mut p = Peer::new(ep);
+        p.base = old.base.wrapping_add(old.queue.len() as u32);
+        p.last_write = p.base.wrapping_sub(1);
+        p.generation = old.generation.wrapping_add(1);
+        p
+    }
+
     pub(crate) fn new(ep: ffi::ucp_ep_h) -> Peer {
         Peer {
             ep,
@@ -215,6 +229,7 @@ impl Peer {
             last_write: 0,
             keys: RemoteKeys::default(),
             departed: false,
+            generation: 0,
         }
     }
 

@@ -48,6 +48,19 @@ pub(crate) fn recv_match(sender: usize) -> (u64, u64) {
     ((sender as u64) << 32, SENDER_MASK | RESERVED)
 }
 
+/// The peer of a receive from the shared pool: any sender.
+pub(crate) const ANY: usize = usize::MAX;
+
+/// Tag and mask of a receive for a message from any sender.
+pub(crate) fn recv_match_any() -> (u64, u64) {
+    (0, RESERVED)
+}
+
+/// The sender a received tag names.
+pub(crate) fn sender_of(tag: u64) -> usize {
+    ((tag & SENDER_MASK) >> 32) as usize
+}
+
 /// The immediate a received tag carries.
 pub(crate) fn imm_of(tag: u64) -> Option<u32> {
     (tag & HAS_IMM != 0).then_some(tag as u32)
@@ -102,6 +115,11 @@ struct RecvState {
 pub(crate) struct Receives {
     slots: Vec<Option<RecvState>>,
     free: Vec<u32>,
+    /// Receives of the shared pool UCX holds.
+    pooled: u32,
+    /// The pool's armed low watermark, and whether it was crossed.
+    limit: Option<u32>,
+    limit_hit: bool,
 }
 
 impl Receives {
@@ -122,8 +140,12 @@ impl Receives {
             iov: None,
         });
         let (buf, count, dt) = layout(op.sges(), &mut state.iov);
-        let t = token(RECV, peer, slot);
-        let (tag, mask) = recv_match(peer);
+        let (t, (tag, mask)) = if peer == ANY {
+            self.pooled += 1;
+            (token(RECV, 0, slot), recv_match_any())
+        } else {
+            (token(RECV, peer, slot), recv_match(peer))
+        };
         let mut info = ffi::ucp_tag_recv_info_t::default();
         let mut param = ffi::ucp_request_param_t {
             op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK
@@ -166,18 +188,47 @@ impl Receives {
         self.free.push(slot);
         let ok = ev.status == ffi::UCS_OK;
         let write = ok && is_write_imm(ev.tag);
+        // A pooled receive names its sender, also when the message was
+        // too long (UCX reports its tag then too).
+        let peer = if state.peer == ANY {
+            self.pooled -= 1;
+            if self.limit.is_some_and(|l| self.pooled < l) {
+                self.limit = None;
+                self.limit_hit = true;
+            }
+            let named = ok || ev.status == ffi::UCS_ERR_MESSAGE_TRUNCATED;
+            named.then(|| sender_of(ev.tag) as u32)
+        } else {
+            None
+        };
         Some(Completion {
             wr_id: state.wr_id,
             status: wc_status(ev.status),
             vendor_err: vendor_err(ev.status),
             byte_len: if ok && !write { ev.len as u32 } else { 0 },
             imm: if ok { imm_of(ev.tag) } else { None },
-            peer: None,
+            peer,
         })
     }
 
-    /// Cancels the receives UCX holds for `peer` (all of them if `None`);
-    /// their callbacks report the cancellations.
+    /// Arms the pool's low watermark (see `Transport::arm_shared_limit`).
+    pub(crate) fn arm_limit(&mut self, limit: u32) {
+        self.limit_hit = false;
+        if self.pooled < limit {
+            self.limit_hit = true;
+        } else {
+            self.limit = Some(limit);
+        }
+    }
+
+    /// Whether the pool fell below its armed limit since it was armed.
+    pub(crate) fn take_limit_hit(&mut self) -> bool {
+        std::mem::take(&mut self.limit_hit)
+    }
+
+    /// Cancels the receives UCX holds for `peer` (all of them if `None`,
+    /// the pool's with `Some(ANY)`); their callbacks report the
+    /// cancellations.
     pub(crate) fn cancel(&mut self, worker: ffi::ucp_worker_h, peer: Option<usize>) {
         for r in self.slots.iter_mut().flatten() {
             if peer.is_none_or(|p| p == r.peer) && !r.request.is_null() {

@@ -5,7 +5,9 @@ use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportError, TransportResult};
+use ferrovia_channel::{
+    Completion, RecvOp, SendOp, SharedFlush, Transport, TransportError, TransportResult,
+};
 
 use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
@@ -47,6 +49,7 @@ pub struct UcxTransport {
     peers: OnceLock<usize>,
     send_depth: u32,
     recv_depth: u32,
+    shared_receives: u32,
 }
 
 impl std::fmt::Debug for UcxTransport {
@@ -62,6 +65,7 @@ impl std::fmt::Debug for UcxTransport {
 pub struct UcxTransportBuilder {
     send_depth: u32,
     recv_depth: u32,
+    shared_receives: u32,
     detect_failures: Option<bool>,
     revocation_timeout: Duration,
 }
@@ -71,6 +75,7 @@ impl Default for UcxTransportBuilder {
         UcxTransportBuilder {
             send_depth: 256,
             recv_depth: 256,
+            shared_receives: 0,
             detect_failures: None,
             revocation_timeout: DEFAULT_REVOCATION_TIMEOUT,
         }
@@ -97,6 +102,15 @@ impl UcxTransportBuilder {
     pub fn depths(mut self, send: u32, recv: u32) -> Self {
         self.send_depth = send.max(1);
         self.recv_depth = recv.max(1);
+        self
+    }
+
+    /// A shared receive pool of `n` receives that take any peer's message
+    /// (wildcard tag receives; the sender comes from the tag), instead of
+    /// receives per peer (default 0: none). See
+    /// `ChannelBuilder::shared_receives`.
+    pub fn shared_receives(mut self, n: u32) -> Self {
+        self.shared_receives = n;
         self
     }
 
@@ -143,6 +157,7 @@ impl UcxTransportBuilder {
             peers: OnceLock::new(),
             send_depth: self.send_depth,
             recv_depth: self.recv_depth,
+            shared_receives: self.shared_receives,
         })
     }
 }
@@ -358,6 +373,64 @@ unsafe impl Transport for UcxTransport {
             self.shared.wake(false);
         }
         Ok(())
+    }
+
+    fn shared_recv_depth(&self) -> u32 {
+        self.shared_receives
+    }
+
+    unsafe fn post_shared_recv(&self, ops: &[RecvOp]) -> TransportResult<()> {
+        if self.shared_receives == 0 {
+            return Err(TransportError::NoSharedPool);
+        }
+        // As for per-peer receives, with a wildcard sender.
+        if engine::with_engine(&self.engine, &self.shared, |e| e.post_pool_recvs(ops)).is_none() {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::RecvAny { op: *op });
+            }
+            self.shared.wake(false);
+        }
+        Ok(())
+    }
+
+    /// Cancels the pool's receives: UCX reports each (a flush status if
+    /// nothing arrived), and the pool takes receives again afterwards.
+    fn flush_shared(&self) -> TransportResult<SharedFlush> {
+        self.check_alive()?;
+        self.engine.lock().cancel_pool();
+        self.shared.wake(false);
+        Ok(SharedFlush::Reported)
+    }
+
+    fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
+        self.check_alive()?;
+        self.engine.lock().arm_pool_limit(limit);
+        Ok(())
+    }
+
+    fn shared_limit_reached(&self) -> TransportResult<bool> {
+        self.check_alive()?;
+        Ok(self.engine.lock().pool_limit_hit())
+    }
+
+    /// A new endpoint to the peer's worker (its address is unchanged, so
+    /// the peer needs nothing from this side: the link is empty).
+    fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
+        self.check(peer)?;
+        self.check_alive()?;
+        self.engine
+            .lock()
+            .renew(peer)
+            .map_err(|e| TransportError::Backend(Box::new(e)))?;
+        self.shared.wake(false);
+        Ok(Vec::new())
+    }
+
+    fn reconnect(&self, peer: usize, _theirs: &[u8]) -> TransportResult<()> {
+        // The endpoint `renew` made is ready: UCX wires it up on first use.
+        self.check(peer)
     }
 
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::Engine;
-use super::token::{CLOSE, MAX_PEERS, send_param, token};
+use super::token::{CLOSE, MAX_PEERS, ep_error_arg, send_param, token};
 use crate::error::UcxError;
 use crate::events;
 use crate::ffi;
@@ -26,7 +26,7 @@ impl Engine {
         }
         let mut eps = Vec::with_capacity(addresses.len());
         for (j, a) in addresses.iter().enumerate() {
-            let mut status = self.create_ep(j, a);
+            let mut status = self.create_ep(j, 0, a);
             if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
                 // Shared memory and self have no peer failure handling in
                 // UCX 1.13: without it a dead peer surfaces as the scope's
@@ -35,7 +35,7 @@ impl Engine {
                     "ucx: no transport to peer {j} detects peer failure; continuing without"
                 );
                 self.detect_failures = false;
-                status = self.create_ep(j, a);
+                status = self.create_ep(j, 0, a);
             }
             match status {
                 Ok(ep) => eps.push(ep),
@@ -48,6 +48,7 @@ impl Engine {
             }
         }
         self.me = me;
+        self.addresses = addresses.to_vec();
         self.peers = eps.into_iter().map(Peer::new).collect();
         self.is_dirty = vec![false; self.peers.len()];
         log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
@@ -57,6 +58,7 @@ impl Engine {
     fn create_ep(
         &mut self,
         peer: usize,
+        generation: u32,
         address: &[u8],
     ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
         let mut params = ffi::ucp_ep_params_t {
@@ -70,7 +72,7 @@ impl Engine {
             );
             params.err_mode = ffi::UCP_ERR_HANDLING_MODE_PEER;
             params.err_handler.cb = Some(events::endpoint_failed);
-            params.err_handler.arg = peer as *mut c_void;
+            params.err_handler.arg = ep_error_arg(peer, generation) as *mut c_void;
         }
         let mut ep = null_mut();
         // SAFETY: valid worker, params and out-pointer; UCX copies the
@@ -83,14 +85,46 @@ impl Engine {
         }
     }
 
+    /// Replaces `peer`'s endpoint with a new one to the same worker (a
+    /// reconnect): the old one is stopped without a goodbye (the peer is
+    /// renewing its side too, and a goodbye landing after that would mark
+    /// its new side departed), its keys are dropped, and the new one
+    /// starts with fresh state. Nothing may be outstanding towards `peer`
+    /// (the channel's scopes drained it).
+    pub(crate) fn renew(&mut self, peer: usize) -> Result<(), UcxError> {
+        self.drain_commands();
+        self.handle_events();
+        let Some(address) = self.addresses.get(peer).cloned() else {
+            return Err(UcxError::BadPeers {
+                me: self.me,
+                peers: self.peers.len(),
+            });
+        };
+        self.stop_peer(peer, ffi::UCS_ERR_CANCELED, false);
+        self.handle_events();
+        let generation = self.peers[peer].generation.wrapping_add(1);
+        let ep = self
+            .create_ep(peer, generation, &address)
+            .map_err(|s| crate::error::status_error("ucp_ep_create", s))?;
+        self.peers[peer] = Peer::renewed(ep, &self.peers[peer]);
+        log::debug!("ucx: endpoint to peer {peer} renewed (generation {generation})");
+        Ok(())
+    }
+
     /// Stops all work towards `peer`: it is told (if it can still hear),
     /// its endpoint is closed, everything outstanding completes with an
     /// error.
     pub(super) fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+        self.stop_peer(peer, status, true);
+    }
+
+    fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t, goodbye: bool) {
         if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
         }
-        self.say_goodbye(peer);
+        if goodbye {
+            self.say_goodbye(peer);
+        }
         let p = &mut self.peers[peer];
         p.fail(status);
         let ep = std::mem::replace(&mut p.ep, null_mut());

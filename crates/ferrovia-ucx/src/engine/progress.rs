@@ -40,6 +40,10 @@ pub(crate) enum Cmd {
         peer: usize,
         op: RecvOp,
     },
+    /// A receive for the shared pool.
+    RecvAny {
+        op: RecvOp,
+    },
     Flush {
         peer: usize,
     },
@@ -257,6 +261,7 @@ impl Engine {
             match cmd {
                 Cmd::Send { peer, op } => self.enqueue(peer, op),
                 Cmd::Recv { peer, op } => self.post_recv(peer, &op),
+                Cmd::RecvAny { op } => self.recvs.post(self.worker, crate::tag::ANY, &op),
                 Cmd::Flush { peer } => self.fail_peer(peer, ffi::UCS_ERR_CANCELED),
                 Cmd::Connect {
                     me,

@@ -49,8 +49,15 @@ pub(crate) fn split(token: u64) -> (u64, usize, u32) {
     )
 }
 
-pub(crate) fn ep_error_token(peer: usize) -> u64 {
-    token(EP_ERROR, peer, 0)
+/// The error handler's argument for `peer`'s endpoint of `generation`.
+pub(crate) fn ep_error_arg(peer: usize, generation: u32) -> usize {
+    (generation as usize) << 24 | peer
+}
+
+/// The token of an endpoint error: the peer, and the endpoint's
+/// generation as its index.
+pub(crate) fn ep_error_token(arg: usize) -> u64 {
+    token(EP_ERROR, arg & 0xff_ffff, (arg >> 24) as u32)
 }
 
 pub(crate) fn user_data(token: u64) -> *mut c_void {
@@ -90,6 +97,7 @@ mod tests {
         let t = token(NOTIFY, MAX_PEERS - 1, u32::MAX);
         assert_eq!(split(t), (NOTIFY, MAX_PEERS - 1, u32::MAX));
         assert_eq!(split(ep_error_token(3)), (EP_ERROR, 3, 0));
+        assert_eq!(split(ep_error_token(ep_error_arg(5, 2))), (EP_ERROR, 5, 2));
         assert_eq!(split(CONTROL_TOKEN).0, 8);
     }
 }
