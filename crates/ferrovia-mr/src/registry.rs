@@ -48,7 +48,8 @@ pub struct MrRegistry {
 
 pub(crate) struct RegistryInner {
     registrar: Box<dyn Registrar>,
-    /// Live registrations by address range (an interval tree).
+    /// Live registrations by address range (a B+ tree that answers
+    /// interval queries, see `table`).
     table: RwLock<Table<Entry>>,
     next_id: AtomicUsize,
     pub(crate) counters: Counters,

@@ -2,7 +2,7 @@
 
 use std::ops::ControlFlow;
 
-use super::{NIL, Table};
+use super::{B, MIN, NIL, PAD, Table};
 
 /// A plain list of (start, end, id): what the table must agree with.
 #[derive(Default)]
@@ -34,45 +34,64 @@ impl Model {
     }
 }
 
-/// Checks order, heights, balance, `max_end` and the live count; the
-/// subtree's (height, max_end, count).
-fn check_below<T>(t: &Table<T>, n: u32, lo: Option<(usize, usize)>) -> (u32, usize, usize) {
-    if n == NIL {
-        return (0, 0, 0);
+/// Checks `n`'s subtree (`n` at `level`): lanes in order and unused ones
+/// padded, what inner nodes keep for their children exact, every node but
+/// the root at least half full, all leaves at level 1; appends its keys
+/// in order, and returns (its nodes, its largest end).
+fn check_below<T>(
+    t: &Table<T>,
+    n: u32,
+    level: u32,
+    root: bool,
+    keys: &mut Vec<(usize, usize)>,
+) -> (usize, usize) {
+    let node = &t.nodes[n as usize];
+    let len = node.len();
+    assert!(len <= B);
+    if !root {
+        assert!(len >= MIN, "node {n} holds {len} lanes");
+    } else if level > 1 {
+        assert!(len >= 2, "an inner root with {len} children");
     }
-    let node = t.nodes[n as usize];
-    assert!(
-        t.values[n as usize].is_some(),
-        "linked node {n} has no value"
-    );
-    let (hl, ml, cl) = check_below(t, node.left, lo);
-    let key = (node.start, node.id);
-    if let Some(lo) = lo {
-        assert!(lo < key, "out of order");
+    for i in len..B {
+        assert_eq!(node.lane(i).start, PAD);
+        assert_eq!((node.ends[i], node.ids[i], node.links[i]), (0, 0, NIL));
     }
-    if node.left != NIL {
-        let last = rightmost(t, node.left);
-        assert!(t.key(last) < key, "left subtree not below its root");
+    let (mut nodes, mut max_end) = (1, 0);
+    for i in 0..B {
+        assert_eq!(
+            node.before[i],
+            node.ends[..i].iter().copied().max().unwrap_or(0)
+        );
     }
-    let (hr, mr, cr) = check_below(t, node.right, Some(key));
-    assert!(hl.abs_diff(hr) <= 1, "unbalanced at {key:?}: {hl} vs {hr}");
-    assert_eq!(node.height, 1 + hl.max(hr), "height at {key:?}");
-    let max_end = node.end.max(ml).max(mr);
-    assert_eq!(node.max_end, max_end, "max_end at {key:?}");
-    (node.height, max_end, cl + cr + 1)
-}
-
-fn rightmost<T>(t: &Table<T>, mut n: u32) -> u32 {
-    while t.nodes[n as usize].right != NIL {
-        n = t.nodes[n as usize].right;
+    for i in 0..len {
+        max_end = max_end.max(node.ends[i]);
+        if level == 1 {
+            assert!(node.starts[i] < node.ends[i]);
+            let value = t.values[node.links[i] as usize].as_ref();
+            assert!(value.is_some(), "entry {:?} has no value", node.key(i));
+            keys.push(node.key(i));
+            continue;
+        }
+        let child = node.links[i];
+        let first = keys.len();
+        let (below, child_max) = check_below(t, child, level - 1, false, keys);
+        nodes += below;
+        assert_eq!(node.key(i), keys[first], "smallest key of child {i}");
+        assert_eq!(node.ends[i], child_max, "largest end of child {i}");
     }
-    n
+    (nodes, max_end)
 }
 
 fn check<T>(t: &Table<T>) {
-    let (_, _, count) = check_below(t, t.root, None);
-    assert_eq!(count, t.len());
-    assert_eq!(t.len() + t.free.len(), t.nodes.len(), "slots leak");
+    let mut keys = Vec::new();
+    let (nodes, _) = check_below(t, t.root, t.height, true, &mut keys);
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys out of order");
+    assert_eq!(keys.len(), t.len);
+    assert_eq!(nodes + t.free_nodes.len(), t.nodes.len(), "nodes leak");
+    let live = t.values.iter().filter(|v| v.is_some()).count();
+    assert_eq!(live, t.len, "values leak");
+    assert_eq!(live + t.free_values.len(), t.values.len());
 }
 
 fn agree(t: &Table<usize>, m: &Model, addr: usize, end: usize) {
@@ -144,7 +163,7 @@ fn random_inserts_removals_and_queries_agree_with_a_list() {
             assert_eq!(t.remove(start, id), Some(id * 10));
         }
         check(&t);
-        assert_eq!((t.len(), t.root), (0, NIL));
+        assert_eq!((t.len, t.height), (0, 1), "back to one empty leaf");
     }
 }
 
@@ -170,10 +189,10 @@ fn nested_ranges_pick_the_tightest_and_survive_removing_the_longest() {
     assert_eq!(t.tightest(505, 515).map(|h| h.id), None);
     assert_eq!(t.tightest(990, 1000).map(|h| h.id), Some(2 + 99));
     assert_eq!(t.tightest(990, 1001).map(|h| h.id), None);
-    // Every max_end on the path shrank with it.
-    assert_eq!(t.max_end(t.root), 1000);
     assert_eq!(t.remove(990, 2 + 99), Some(0));
-    assert_eq!(t.max_end(t.root), 990);
+    check(&t);
+    assert_eq!(t.containing(995).map(|h| h.id), None);
+    assert_eq!(t.containing(985).map(|h| h.id), Some(2 + 98));
 }
 
 #[test]
@@ -250,4 +269,55 @@ fn a_search_can_stop_at_the_first_match() {
     assert_eq!(found, Some(9));
     assert_eq!(t.covering(10, 950, |h| ControlFlow::Break(h.id)), Some(10));
     assert_eq!(t.covering(10, 1001, |h| ControlFlow::Break(h.id)), None);
+}
+
+#[test]
+fn ascending_and_descending_inserts_stay_shallow() {
+    for descending in [false, true] {
+        let mut t = Table::default();
+        for i in 0..10_000usize {
+            let k = if descending { 10_000 - i } else { i };
+            t.insert(k * 4096, k * 4096 + 4000, i + 1, ());
+        }
+        check(&t);
+        // Nodes at least half full: at most 1250 leaves, then 156, 19
+        // and 2 nodes, then the root.
+        assert!(t.height <= 5, "height {}", t.height);
+        if !descending {
+            // Ascending inserts fill nodes: 625 leaves, 40 and 3 nodes,
+            // the root (and a few not yet full at the right edge).
+            assert_eq!(t.height, 4);
+            let nodes = t.nodes.len() - t.free_nodes.len();
+            assert!(nodes <= 625 + 40 + 3 + 1 + 4, "{nodes} nodes");
+        }
+    }
+}
+
+#[test]
+fn growing_and_shrinking_merges_and_shares_at_every_level() {
+    let mut rng = Rng(0x5eed);
+    let mut t = Table::default();
+    let mut m = Model::default();
+    for round in 0..3 {
+        // Grow to a few thousand (four levels), then shrink to a few.
+        for id in 1..=3000 {
+            let id = round * 10_000 + id;
+            let start = rng.below(1 << 20);
+            let len = 1 + rng.below(4096);
+            t.insert(start, start + len, id, id * 10);
+            m.entries.push((start, start + len, id));
+        }
+        check(&t);
+        assert!(t.height >= 4, "height {}", t.height);
+        while m.entries.len() > 5 {
+            let (start, _, id) = m.entries.swap_remove(rng.below(m.entries.len()));
+            assert_eq!(t.remove(start, id), Some(id * 10));
+            if m.entries.len() % 101 == 0 {
+                check(&t);
+                let addr = rng.below(1 << 20);
+                agree(&t, &m, addr, addr + 1 + rng.below(64));
+            }
+        }
+        check(&t);
+    }
 }
