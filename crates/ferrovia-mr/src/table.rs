@@ -21,18 +21,17 @@
 //! costs O(log n) per entry holding the range, however long the others
 //! are. With a registration inside an arena registration that is two.
 //!
-//! Within a node the descent binary-searches the starts with selects, not
-//! branches (which way it turns is as random as the addresses asked for,
-//! so a branch would often be mispredicted); a level is a few cache lines
-//! of one node.
+//! Within a node the descent finds its lane in two rounds of three
+//! comparisons each, summed rather than branched on (which way it turns is
+//! as random as the addresses asked for, so a branch would often be
+//! mispredicted); a level is a few cache lines of one node.
 
-use std::hint::select_unpredictable;
 use std::ops::ControlFlow;
 
 /// Lanes per node.
 const B: usize = 16;
-// The descent's binary search halves `B`.
-const _: () = assert!(B.is_power_of_two() && B >= 4);
+// The descent searches a node in quarters of four lanes.
+const _: () = assert!(B == 16);
 /// The fewest lanes a node other than the root has.
 const MIN: usize = B / 2;
 /// No node or value.
@@ -155,16 +154,19 @@ impl Node {
 
     /// How many lanes after the first start at or before `addr`: the
     /// child holding the floor of `addr`, or in a leaf its lane (if the
-    /// first lane starts in time). A binary search over the `B - 1` lanes
-    /// after the first (sorted, unused ones last) that selects instead of
-    /// branching.
+    /// first lane starts in time). The lanes are sorted (unused ones
+    /// last), so lanes 4, 8 and 12 tell the quarter and the next three
+    /// lanes of that quarter the rest: two rounds of three loads side by
+    /// side, and no branch.
     fn floor_lane(&self, addr: usize) -> usize {
-        let (mut i, mut step) = (0, B / 2);
-        while step > 0 {
-            i += select_unpredictable(self.starts[i + step] <= addr, step, 0);
-            step /= 2;
-        }
-        i
+        let at_or_before = |lanes: [usize; 3]| -> usize {
+            lanes
+                .iter()
+                .map(|&i| usize::from(self.starts[i] <= addr))
+                .sum()
+        };
+        let quarter = 4 * at_or_before([4, 8, 12]);
+        quarter + at_or_before([quarter + 1, quarter + 2, quarter + 3])
     }
 
     /// The last lane whose key is at or before `key`.
