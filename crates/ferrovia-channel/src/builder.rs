@@ -129,11 +129,6 @@ impl ChannelBuilder {
     /// Creates the channel's queue pair; connect it with
     /// [`Channel::connect`](crate::Channel::connect).
     pub fn build(self) -> TransportResult<crate::Channel> {
-        let multi = self.build_multi(1)?;
-        let verbs = multi
-            .verbs()
-            .cloned()
-            .ok_or_else(|| TransportError::Config("a channel is built on verbs".into()))?;
-        Ok(crate::Channel::from_parts(multi, verbs))
+        crate::Channel::from_multi(self.build_multi(1)?)
     }
 }

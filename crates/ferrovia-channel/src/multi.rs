@@ -66,6 +66,21 @@ impl MultiChannel {
         ChannelBuilder::default()
     }
 
+    /// A multi-channel over verbs queue pairs made (and connected, or to be
+    /// connected) elsewhere, e.g. by the connection manager: memory is
+    /// registered in the transport's protection domain. `cfg` should be
+    /// what the transport was built with.
+    #[cfg(feature = "verbs")]
+    pub fn over_verbs(transport: VerbsTransport, cfg: ChannelConfig) -> MultiChannel {
+        let registry = MrRegistry::new(transport.pd());
+        let verbs = Arc::new(transport);
+        MultiChannel {
+            core: ChannelCore::new(verbs.clone(), cfg),
+            registry,
+            verbs: Some(verbs),
+        }
+    }
+
     /// A multi-channel over an already connected `transport` whose memory
     /// `registry` registers (UCX, or a test double).
     pub fn over(
@@ -179,11 +194,6 @@ impl MultiChannel {
                     .into(),
             )
         })
-    }
-
-    #[cfg(feature = "verbs")]
-    pub(crate) fn verbs(&self) -> Option<&Arc<VerbsTransport>> {
-        self.verbs.as_ref()
     }
 
     #[cfg(feature = "verbs")]

@@ -68,7 +68,7 @@ use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, Tr
 # fn main() -> Result<(), Box<dyn std::error::Error>> {
 let mut a = Channel::builder().build()?;
 let mut b = Channel::builder().build()?;
-let (ea, eb) = (a.endpoint(), b.endpoint()); // normally exchanged over the network
+let (ea, eb) = (a.endpoint()?, b.endpoint()?); // normally exchanged over the network
 a.connect(&eb)?;
 b.connect(&ea)?;
 
@@ -113,10 +113,8 @@ pub use ferrovia_ucx as ucx;
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs as verbs;
 
-#[cfg(feature = "verbs")]
-pub use ferrovia_channel::Channel;
 pub use ferrovia_channel::{
-    AtomicOp, AtomicWorkRequest, ChannelBuilder, DrainError, Gather, MultiChannel,
+    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, DrainError, Gather, MultiChannel,
     PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
     ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone,
