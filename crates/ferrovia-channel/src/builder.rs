@@ -70,6 +70,11 @@ impl ChannelBuilder {
         self
     }
 
+    /// The protection domain given with [`ChannelBuilder::pd`], if any.
+    pub fn protection_domain(&self) -> Option<&ProtectionDomain> {
+        self.pd.as_ref()
+    }
+
     /// Queue sizes per peer.
     pub fn caps(mut self, caps: QpCaps) -> Self {
         self.cfg.caps = caps;

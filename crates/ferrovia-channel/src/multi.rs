@@ -66,13 +66,19 @@ impl MultiChannel {
         ChannelBuilder::default()
     }
 
-    /// A multi-channel over verbs queue pairs made (and connected, or to be
-    /// connected) elsewhere, e.g. by the connection manager: memory is
-    /// registered in the transport's protection domain. `cfg` should be
+    /// A multi-channel over verbs queue pairs connected (or to be
+    /// connected) through `transport`, e.g. by the connection manager.
+    /// `registry` registers in the transport's protection domain
+    /// (`MrRegistry::new(transport.pd())`, perhaps made earlier to put a
+    /// descriptor in the connection's private data; a registry of another
+    /// PD makes every post fail with a protection error). `cfg` should be
     /// what the transport was built with.
     #[cfg(feature = "verbs")]
-    pub fn over_verbs(transport: VerbsTransport, cfg: ChannelConfig) -> MultiChannel {
-        let registry = MrRegistry::new(transport.pd());
+    pub fn over_verbs(
+        transport: VerbsTransport,
+        registry: MrRegistry,
+        cfg: ChannelConfig,
+    ) -> MultiChannel {
         let verbs = Arc::new(transport);
         MultiChannel {
             core: ChannelCore::new(verbs.clone(), cfg),

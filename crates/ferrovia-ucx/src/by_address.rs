@@ -113,8 +113,10 @@ pub enum EndpointFailure {
     NotConnected,
     /// The listener rejected the request (`UCS_ERR_REJECTED`).
     Rejected,
-    /// No UCX transport reaches the address (`UCS_ERR_UNREACHABLE`, e.g.
-    /// `UCX_TLS` without a connection manager such as tcp).
+    /// The address cannot be reached (`UCS_ERR_UNREACHABLE`): no route or
+    /// no host answers there (the tcp connection manager's
+    /// `ENETUNREACH` / `EHOSTUNREACH`), or no UCX transport reaches it
+    /// (`UCX_TLS` without a connection manager such as tcp).
     Unreachable,
     /// The peer closed or reset the connection
     /// (`UCS_ERR_CONNECTION_RESET`).
@@ -157,7 +159,7 @@ impl fmt::Display for EndpointFailure {
         let what = match self {
             EndpointFailure::NotConnected => "could not connect (nothing listening, or no route)",
             EndpointFailure::Rejected => "the listener rejected the request",
-            EndpointFailure::Unreachable => "no UCX transport reaches the address",
+            EndpointFailure::Unreachable => "the address cannot be reached",
             EndpointFailure::Reset => "the peer closed the connection",
             EndpointFailure::TimedOut => "the peer stopped answering",
             EndpointFailure::Other(_) => "the endpoint failed",
