@@ -63,3 +63,32 @@ fn a_peer_that_disconnects_fails_pending_work_naming_its_address() {
 fn accept_waits_no_longer_than_its_deadline() {
     case().accept_deadline();
 }
+
+/// The soft-RoCE netdev's link-local IPv6 address and its interface
+/// index, from `/proc/net/if_inet6`.
+fn link_local() -> (std::net::Ipv6Addr, u32) {
+    let netdev = std::env::var("SOFTROCE_NETDEV").expect("SOFTROCE_NETDEV is not set");
+    let table = std::fs::read_to_string("/proc/net/if_inet6").unwrap();
+    table
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Scope 20: link.
+            (f.len() == 6 && f[3] == "20" && f[5] == netdev).then(|| {
+                (
+                    u128::from_str_radix(f[0], 16).unwrap().into(),
+                    u32::from_str_radix(f[1], 16).unwrap(),
+                )
+            })
+        })
+        .unwrap_or_else(|| panic!("{netdev} has no link-local IPv6 address"))
+}
+
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn ipv6_link_local_works_too() {
+    let (ip, scope) = link_local();
+    let mut c = Case::new(Backend::Verbs, ip.into());
+    c.scope = scope;
+    c.one_client();
+}

@@ -34,6 +34,8 @@ pub fn global_ipv6() -> Option<std::net::Ipv6Addr> {
 pub struct Case {
     pub backend: Backend,
     pub ip: IpAddr,
+    /// The interface of a link-local IPv6 address.
+    pub scope: u32,
     pub ucx: Option<ferrovia_ucx::UcxTransportBuilder>,
 }
 
@@ -42,12 +44,21 @@ impl Case {
         Case {
             backend,
             ip,
+            scope: 0,
             ucx: None,
         }
     }
 
+    /// The address to listen on: port 0 on `ip`.
+    pub fn any_port(&self) -> SocketAddr {
+        match self.ip {
+            IpAddr::V4(ip) => SocketAddr::new(ip.into(), 0),
+            IpAddr::V6(ip) => std::net::SocketAddrV6::new(ip, 0, 0, self.scope).into(),
+        }
+    }
+
     pub fn listener(&self) -> Listener {
-        let mut b = Listener::builder(SocketAddr::new(self.ip, 0)).backend(self.backend);
+        let mut b = Listener::builder(self.any_port()).backend(self.backend);
         if let Some(u) = &self.ucx {
             b = b.ucx(u.clone());
         }
