@@ -476,6 +476,20 @@ impl Outgoing {
     }
 }
 
+/// An address of this host that clients of `backend` on this host reach
+/// it on, for programs that start their own clients (examples, tests):
+/// verbs, the IPv4 address behind the RDMA device's RoCE v2 GID
+/// (`FERROVIA_DEVICE`, else the first device with an active port; `None`
+/// on InfiniBand or without a device); UCX, loopback. A server reached
+/// from other hosts listens on its network address instead.
+pub fn local_ip(backend: Backend) -> Option<std::net::IpAddr> {
+    match backend {
+        #[cfg(feature = "verbs")]
+        Backend::Verbs => verbs::local_ip(),
+        _ => Some(std::net::Ipv4Addr::LOCALHOST.into()),
+    }
+}
+
 /// Connects to the listener at `addr` with `private_data` (at most
 /// [`CONNECT_DATA_MAX`] bytes) within `timeout`, on the backend `Node`
 /// would pick; the shorthand of [`Connector::connect`].

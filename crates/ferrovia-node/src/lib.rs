@@ -43,7 +43,7 @@ pub use backend::Backend;
 pub use barrier::BarrierAlgorithm;
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
-    ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect,
+    ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{LaunchInfo, Launcher};

@@ -314,3 +314,15 @@ fn map_cm(e: CmError, addr: SocketAddr) -> ConnectError {
         other => ConnectError::backend(addr, other),
     }
 }
+
+/// The IPv4 address of the default device's first active port (its RoCE
+/// v2 IPv4-mapped GID).
+pub(crate) fn local_ip() -> Option<std::net::IpAddr> {
+    let ctx = Context::open_default().ok()?;
+    let port = ctx.active_port().ok()?.port;
+    ctx.gid_table(port)
+        .ok()?
+        .into_iter()
+        .find_map(|e| std::net::Ipv6Addr::from(e.gid.0).to_ipv4_mapped())
+        .map(std::net::IpAddr::V4)
+}
