@@ -87,6 +87,9 @@ fn serve(listener: &Listener, n: usize) -> Result<(), Box<dyn Error>> {
         let greeting =
             String::from_utf8_lossy(&bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(BOARD)])
                 .into_owned();
+        if greeting != format!("hello from {name}") {
+            return Err(format!("{name} wrote {greeting:?} on its board").into());
+        }
         let thanks = channel.registry().register_buffer(
             format!("thanks, {name}").into_bytes(),
             RegisterOptions::local(),
