@@ -210,7 +210,14 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                 continue;
             }
             let busy = {
-                let mut e = engine.lock();
+                // Never wait for the lock: whoever holds it is progressing
+                // (a user thread's turn marks itself, so the next look
+                // stands back). Parking here would make every unlock of a
+                // polling thread a system call to wake this one.
+                let Some(mut e) = engine.try_lock() else {
+                    thread::yield_now();
+                    continue;
+                };
                 let busy = e.turn();
                 if e.shutdown {
                     e.close_all();
@@ -224,7 +231,7 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             } else if last_activity.elapsed() < SPIN {
                 thread::yield_now();
             } else {
-                let efd = engine.lock().arm();
+                let efd = engine.try_lock().and_then(|mut e| e.arm());
                 if let Some(fd) = efd {
                     let mut p = libc::pollfd {
                         fd,
