@@ -409,8 +409,7 @@ impl Engine {
             EP_ERROR => {
                 // A peer that said goodbye, or our own shutdown, closes
                 // endpoints on purpose: a clean job stays quiet.
-                let expected =
-                    self.shutdown || self.peers.get(peer).is_some_and(|p| p.departed);
+                let expected = self.shutdown || self.peers.get(peer).is_some_and(|p| p.departed);
                 if expected {
                     log::debug!(
                         "ucx: endpoint to peer {peer} closed (ucs_status_t {}) after its goodbye or during shutdown",
