@@ -20,6 +20,7 @@
 
 mod doc;
 mod pair;
+mod pairs;
 mod parse;
 mod plan;
 mod report;
