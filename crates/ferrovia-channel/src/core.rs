@@ -154,12 +154,38 @@ impl ChannelCore {
         }
     }
 
-    /// Polls once and routes what arrived. Returns how many arrived.
-    pub(crate) fn progress(&self) -> TransportResult<usize> {
-        let mut st = self.state();
-        let n = self.transport.poll(&mut st.batch)?;
-        st.route(n);
+    /// Polls the transport once and routes what arrived (waking the
+    /// futures of owned requests that completed). Returns how many
+    /// arrived.
+    pub fn progress(&self) -> TransportResult<usize> {
+        let n = {
+            let mut st = self.state();
+            let n = self.transport.poll(&mut st.batch)?;
+            st.route(n);
+            n
+        };
+        self.wake_routed();
         Ok(n)
+    }
+
+    /// Wakes the futures whose owned requests were routed, once the state
+    /// is no longer borrowed (a waker may run code that posts).
+    pub(crate) fn wake_routed(&self) {
+        let mut due = {
+            let mut st = self.state();
+            if st.slots.owned.to_wake.is_empty() {
+                return;
+            }
+            std::mem::take(&mut st.slots.owned.to_wake)
+        };
+        for w in due.drain(..) {
+            w.wake();
+        }
+        // Keep the allocation for the next round.
+        let mut st = self.state();
+        if st.slots.owned.to_wake.is_empty() {
+            st.slots.owned.to_wake = due;
+        }
     }
 
     /// Sleeps until something arrives or `timeout` passes; routes it.
@@ -183,9 +209,13 @@ impl ChannelCore {
     }
 
     pub(crate) fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
-        let mut st = self.state();
-        let n = self.transport.wait(&mut st.batch, timeout)?;
-        st.route(n);
+        let n = {
+            let mut st = self.state();
+            let n = self.transport.wait(&mut st.batch, timeout)?;
+            st.route(n);
+            n
+        };
+        self.wake_routed();
         Ok(n)
     }
 
@@ -197,11 +227,10 @@ impl ChannelCore {
         poll_first: bool,
         bufs: &mut [RawBuf; MAX_ELEMENTS],
     ) -> TransportResult<Option<Taken>> {
-        let mut st = self.state();
         if poll_first {
-            let n = self.transport.poll(&mut st.batch)?;
-            st.route(n);
+            self.progress()?;
         }
+        let mut st = self.state();
         match st.slots.take(t.index, t.epoch, bufs) {
             Look::Done(taken) => Ok(Some(taken)),
             Look::Pending => Ok(None),
@@ -270,6 +299,9 @@ impl EngineState {
                 broken[p] = true;
             }
             slots.route(c);
+        }
+        if n > 0 {
+            slots.owned.room_freed();
         }
     }
 }

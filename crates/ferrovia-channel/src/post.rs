@@ -71,7 +71,7 @@ const EMPTY_OP: SendOp = SendOp {
 impl EngineState {
     /// Whether `peer`'s `queue` has room for `n` more requests and `n`
     /// slots are free.
-    fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
+    pub(crate) fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
         let used = match queue {
             Queue::Send => self.slots.outstanding_send[peer],
             Queue::Recv => self.slots.outstanding_recv[peer],
@@ -214,7 +214,7 @@ impl ChannelCore {
         Ok(tail)
     }
 
-    fn build_op(
+    pub(crate) fn build_op(
         &self,
         peer: usize,
         wr_id: u64,

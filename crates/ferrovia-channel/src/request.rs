@@ -22,7 +22,7 @@ fn gather_len(g: &[Gather<'_>]) -> u64 {
     g.iter().map(|e| e.len() as u64).sum()
 }
 
-fn fits_remote(local: u64, remote: &RemoteMemoryRegion) -> TransportResult<()> {
+pub(crate) fn fits_remote(local: u64, remote: &RemoteMemoryRegion) -> TransportResult<()> {
     if local > remote.len() {
         return Err(TransportError::RemoteTooSmall {
             local,
