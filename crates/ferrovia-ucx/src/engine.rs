@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     /// Turns user threads took since the progress thread last looked.
     pub(crate) user_turns: AtomicU64,
     worker: AtomicPtr<ffi::ucp_worker>,
+    /// The transport's event fd, signalled on delivery when armed.
+    pub(crate) events: crate::notify::Notifier,
 }
 
 impl Shared {
@@ -99,6 +101,7 @@ impl Shared {
             alive: AtomicBool::new(true),
             user_turns: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
+            events: crate::notify::Notifier::new(),
         }
     }
 
@@ -123,9 +126,11 @@ impl Shared {
 
     fn complete(&self, c: Completion) {
         self.done.push(c);
+        self.events.signal();
     }
 
     fn notify(&self) {
+        self.events.signal();
         if self.waiters.load(SeqCst) > 0 {
             let _g = self.lock.lock();
             self.cv.notify_all();

@@ -1,5 +1,6 @@
 //! `UcxTransport`: the channel core's transport seam over UCX.
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
@@ -362,6 +363,23 @@ unsafe impl Transport for UcxTransport {
         };
         self.shared.waiters.fetch_sub(1, SeqCst);
         result
+    }
+
+    /// An eventfd the engine signals after the turn that delivered a
+    /// completion (see `notify`): the worker's own fd is the progress
+    /// thread's.
+    fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared.events.fd()
+    }
+
+    fn arm(&self) -> TransportResult<()> {
+        self.shared.events.arm();
+        Ok(())
+    }
+
+    fn ack_events(&self) -> TransportResult<()> {
+        self.shared.events.ack();
+        Ok(())
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {
