@@ -32,7 +32,7 @@ mod sync_region;
 mod wire;
 
 pub use backend::Backend;
-pub use barrier::BarrierAlgorithm;
+pub use barrier::{BarrierAlgorithm, BarrierTask};
 pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
 pub use logging::init_logging;
