@@ -101,7 +101,8 @@ impl ChannelCore {
         }
     }
 
-    pub(crate) fn peers(&self) -> usize {
+    /// Number of peers.
+    pub fn peers(&self) -> usize {
         self.send_depth.len()
     }
 
@@ -112,6 +113,19 @@ impl ChannelCore {
     /// Marks a scope open until the guard drops; `None` if one already is.
     pub(crate) fn open_scope(&self) -> Option<ScopeGuard<'_>> {
         (!self.scope_open.replace(true)).then_some(ScopeGuard(&self.scope_open))
+    }
+
+    /// Keeps scopes out of this engine for good: [`run_scope`](crate::run_scope)
+    /// fails with [`ScopeError::Nested`](crate::ScopeError::Nested) from
+    /// now on. For an owner of owned requests (an async layer) that must
+    /// not have them settled by a scope's drain behind its back. False if
+    /// a scope is open now (nothing changes then).
+    pub fn lock_out_scopes(&self) -> bool {
+        if self.scope_open.get() {
+            return false;
+        }
+        self.scope_open.set(true);
+        true
     }
 
     pub(crate) fn check_peer(&self, st: &EngineState, peer: usize) -> TransportResult<()> {

@@ -1,0 +1,2 @@
+//! One rank of ferrovia-async's multi-process tests.
+fn main() {}
