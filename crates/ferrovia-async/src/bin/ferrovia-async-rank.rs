@@ -1,2 +1,0 @@
-//! One rank of ferrovia-async's multi-process tests.
-fn main() {}
