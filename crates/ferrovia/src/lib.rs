@@ -12,6 +12,7 @@
 //! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
+//! | `asynchronous` | `ferrovia-async` | operations as tokio futures that own their buffers (feature `async`) |
 //!
 //! # Features
 //! - `verbs` (default): the verbs layers and `Channel`, and the [`Node`]
@@ -21,6 +22,10 @@
 //! - `ucx` (default): the UCX fallback transport as `ferrovia::ucx`, and
 //!   the [`Node`] backend used where no RDMA device is usable. Needs the
 //!   system UCX (`libucx-dev`) at build time.
+//! - `async` (off by default): [`AsyncNode`] and friends, operations as
+//!   futures on tokio that own their registered buffers (dropping or
+//!   forgetting one never frees memory the NIC or UCX may touch); pulls in
+//!   tokio, which programs without it never build.
 //! - `default-features = false, features = ["ucx"]` builds without
 //!   rdma-core at all; `features = ["verbs"]` without UCX.
 //!
@@ -95,6 +100,8 @@ pub mod prelude {
     pub use ferrovia_node::NodeScope;
 }
 
+#[cfg(feature = "async")]
+pub use ferrovia_async as asynchronous;
 pub use ferrovia_channel as channel;
 pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
@@ -106,6 +113,10 @@ pub use ferrovia_ucx as ucx;
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs as verbs;
 
+#[cfg(feature = "async")]
+pub use ferrovia_async::{
+    Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode, Done, Failed, Op,
+};
 #[cfg(feature = "verbs")]
 pub use ferrovia_channel::Channel;
 pub use ferrovia_channel::{
