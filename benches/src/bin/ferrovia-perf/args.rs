@@ -23,6 +23,10 @@ pub(crate) struct Args {
     pub(crate) device: Option<String>,
     pub(crate) port: u16,
     pub(crate) server: Option<String>,
+    /// Through `ferrovia-async` (`--async`, `--async-busy`).
+    pub(crate) asynchronous: bool,
+    /// Async with busy polling (`--async-busy`).
+    pub(crate) busy: bool,
 }
 
 impl Args {
@@ -33,7 +37,7 @@ impl Args {
 
 pub(crate) fn usage() -> String {
     format!(
-        "usage: ferrovia-perf {} [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEVICE] [-p PORT] [SERVER]",
+        "usage: ferrovia-perf {} [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEVICE] [-p PORT] [--async|--async-busy] [SERVER]",
         TESTS.join("|")
     )
 }
@@ -55,6 +59,8 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
         device: None,
         port: 18515,
         server: None,
+        asynchronous: false,
+        busy: false,
     };
     let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
         v.ok_or(format!("{flag} needs a value"))?
@@ -69,6 +75,8 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
             "-q" | "--qp" => a.qps = num(&flag, it.next())?,
             "-l" | "--post-list" => a.post_list = num(&flag, it.next())?,
             "-a" | "--all" => a.sizes = (1..=23).map(|p| 1usize << p).collect(),
+            "--async" => a.asynchronous = true,
+            "--async-busy" => (a.asynchronous, a.busy) = (true, true),
             "-d" | "--ib-dev" => a.device = Some(it.next().ok_or("-d needs a device name")?),
             "-p" | "--port" => {
                 a.port = u16::try_from(num(&flag, it.next())?).map_err(|e| e.to_string())?
@@ -81,6 +89,9 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
     }
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
         return Err("sizes, iterations, tx depth, QPs and post lists must be positive".into());
+    }
+    if a.qps > 1 && a.asynchronous {
+        return Err("-q is a scoped-path option (one async engine per process)".into());
     }
     if a.qps > 1 && !a.is_bandwidth() {
         return Err("-q applies to the bandwidth tests".into());
@@ -109,6 +120,9 @@ mod tests {
         assert_eq!(a.server.as_deref(), Some("10.0.0.1"));
         assert_eq!(p("send_lat -a").unwrap().sizes.len(), 23);
         assert_eq!(p("barrier").unwrap().sizes, [8]);
+        let a = p("write_lat --async-busy").unwrap();
+        assert!(a.asynchronous && a.busy);
+        assert!(p("write_bw --async -q 2").is_err());
     }
 
     #[test]
