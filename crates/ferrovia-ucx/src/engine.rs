@@ -311,7 +311,9 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             // A user thread busy-polling drives progress itself. Stand back
             // without arming the worker: an armed worker would wake this
             // thread on every message and preempt the poller.
-            if shared.user_turns.swap(0, SeqCst) > 0 {
+            // Unless an event loop sleeps on the transport's event fd: it
+            // waits for this thread to deliver.
+            if shared.user_turns.swap(0, SeqCst) > 0 && !shared.events.armed() {
                 thread::sleep(STAND_BACK);
                 last_activity = Instant::now();
                 continue;

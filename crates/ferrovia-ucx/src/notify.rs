@@ -7,7 +7,9 @@
 //! not watch the worker's fd but this one, which the engine signals after
 //! the turn that produced a completion: the kernel wakes the progress
 //! thread, which wakes the event loop. Signalling costs an atomic load
-//! unless an event loop armed it.
+//! unless an event loop armed it. While armed, the progress thread does not
+//! stand back for user turns: the event loop's last poll before it sleeps
+//! takes one, and standing back then would leave nobody progressing.
 //!
 //! [`Transport::event_fd`]: ferrovia_channel::Transport::event_fd
 
@@ -53,6 +55,13 @@ impl Notifier {
         // Pairs with the fence in `signal`: either the deliverer sees the
         // arm, or the waiter's poll after arming sees the completion.
         fence(SeqCst);
+    }
+
+    /// Whether an event loop armed the fd and waits for a delivery: the
+    /// progress thread then does not stand back for user turns (the
+    /// waiter's last poll before sleeping took one).
+    pub(crate) fn armed(&self) -> bool {
+        self.armed.load(Relaxed)
     }
 
     /// A completion was delivered: signal the fd if armed (once per arm).
