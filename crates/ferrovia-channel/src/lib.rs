@@ -69,6 +69,7 @@ mod error;
 mod multi;
 mod op;
 mod owned;
+mod owned_list;
 mod owned_slots;
 mod post;
 mod posting;

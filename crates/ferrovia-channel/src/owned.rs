@@ -102,7 +102,7 @@ impl OwnedBuf {
 
 /// What an owned request does.
 #[derive(Debug, Clone, Copy)]
-enum OwnedKind {
+pub(crate) enum OwnedKind {
     Send {
         imm: Option<u32>,
     },
@@ -124,10 +124,10 @@ enum OwnedKind {
 /// [`ChannelCore::try_post_owned`].
 #[derive(Debug)]
 pub struct OwnedOp {
-    peer: usize,
-    kind: OwnedKind,
-    buf: OwnedBuf,
-    range: Range<usize>,
+    pub(crate) peer: usize,
+    pub(crate) kind: OwnedKind,
+    pub(crate) buf: OwnedBuf,
+    pub(crate) range: Range<usize>,
 }
 
 impl OwnedOp {
@@ -214,7 +214,7 @@ impl OwnedOp {
 
     /// The transport's view of a send-queue request, reading `gather`
     /// (sends and writes).
-    fn spec<'a>(&self, gather: &'a [Gather<'static>]) -> SendSpec<'a, 'static> {
+    pub(crate) fn spec<'a>(&self, gather: &'a [Gather<'static>]) -> SendSpec<'a, 'static> {
         let at = |r: &RemoteMemoryRegion| Some((r.addr(), r.rkey()));
         let (kind, remote, imm, operands) = match &self.kind {
             OwnedKind::Send { imm } => (OpKind::Send, None, *imm, (0, 0)),
@@ -254,8 +254,8 @@ pub enum Refused {
 #[derive(Debug)]
 #[must_use = "an owned request is polled with poll_owned or given up with abandon_owned"]
 pub struct OwnedTicket {
-    index: u32,
-    epoch: u32,
+    pub(crate) index: u32,
+    pub(crate) epoch: u32,
 }
 
 impl OwnedTicket {
@@ -381,7 +381,7 @@ impl ChannelCore {
     }
 
     /// Checks what can be checked before posting; the element to post.
-    fn check_owned(&self, op: &OwnedOp) -> TransportResult<Sge> {
+    pub(crate) fn check_owned(&self, op: &OwnedOp) -> TransportResult<Sge> {
         let sge = op.buf.sge(op.range.clone())?;
         let len = u64::from(sge.length());
         match &op.kind {

@@ -13,7 +13,7 @@ use crate::request::{MAX_ELEMENTS, Scatters, SendWorkRequest, WriteWorkRequest};
 use crate::slots::{Queue, RawBuf, wr_id};
 
 /// Requests one doorbell carries at most.
-const CHUNK: usize = 16;
+pub(crate) const CHUNK: usize = 16;
 
 /// What a send-queue request does, before it has a wr_id.
 pub(crate) struct SendSpec<'a, 'env> {

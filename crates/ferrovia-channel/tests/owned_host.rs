@@ -245,3 +245,41 @@ fn dropping_the_engine_settles_outstanding_and_forgotten_requests() {
         "flushed buffers are freed after their flush completions"
     );
 }
+
+#[test]
+fn a_list_posts_in_chunks_with_one_signal_each_and_every_request_completes() {
+    let double = Double::new(2, 64, Mode::Held);
+    let target = support::target(&double, cfg());
+    let core = target.core();
+    let registry = support::registry();
+    let src = Arc::new(buf(&registry, 5));
+    let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
+    let (count, w) = waker();
+    let ops = (0..20).map(|i| {
+        let peer = usize::from(i >= 18);
+        OwnedOp::write(peer, OwnedBuf::PlainArc(src.clone()), 0..8, remote)
+    });
+    let posted = core.try_post_owned_list(ops, Some(&w));
+    assert_eq!(posted.len(), 20);
+    let tickets: Vec<OwnedTicket> = posted
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("refused: {e:?}")))
+        .collect();
+    assert_eq!(double.posted.load(SeqCst), 20);
+    assert_eq!(core.outstanding(), 20);
+    double.complete_all();
+    core.progress().unwrap();
+    assert_eq!(
+        core.outstanding(),
+        0,
+        "a signalled completion completes its chunk"
+    );
+    assert!(count.0.load(SeqCst) >= 1);
+    for t in tickets {
+        match core.poll_owned(t, &w) {
+            OwnedPoll::Ready(c, _) => assert_eq!(c.status, WcStatus::SUCCESS),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(Arc::strong_count(&src), 1);
+}
