@@ -17,6 +17,10 @@ use crate::buffer::OpBuffer;
 use crate::engine::{Engine, with};
 use crate::error::Failed;
 
+/// How often a busy-polling operation polls the transport per poll of
+/// its future before it lets other tasks run.
+const BUSY_LOOKS: usize = 64;
+
 /// What an [`Op`] resolves to.
 pub type OpResult<B> = Result<Done<B>, Failed<B>>;
 
@@ -119,11 +123,21 @@ impl Done<RegisteredBuffer> {
 impl<B: OpBuffer> Op<B> {
     /// Posts `op` now if its queue has room.
     pub(crate) fn start(engine: Arc<dyn Engine>, op: OwnedOp, range: Range<usize>) -> Op<B> {
-        let state = with(&*engine, |core| match core.try_post_owned(op, None) {
+        let posted = with(&*engine, |core| core.try_post_owned(op, None));
+        Self::from_posted(engine, posted, range)
+    }
+
+    /// An operation from its post's outcome.
+    pub(crate) fn from_posted(
+        engine: Arc<dyn Engine>,
+        posted: Result<OwnedTicket, Refused>,
+        range: Range<usize>,
+    ) -> Op<B> {
+        let state = match posted {
             Ok(t) => State::Posted(t),
             Err(Refused::Full(op)) => State::Waiting(op),
             Err(Refused::Failed(e, buf)) => State::Refused(e, buf),
-        });
+        };
         Op {
             engine,
             state,
@@ -174,18 +188,25 @@ impl<B: OpBuffer> Future for Op<B> {
                 State::Refused(e, buf) => return (State::Finished, Some(Err((e, buf)))),
                 State::Finished => return (State::Finished, None),
             };
-            if busy {
-                let _ = core.progress();
-            }
-            match core.poll_owned(ticket, cx.waker()) {
-                OwnedPoll::Ready(c, buf) => (State::Finished, Some(Ok((c, buf)))),
-                OwnedPoll::Pending(t) => (State::Posted(t), None),
-                // Scopes are locked out of an async engine, so no drain
-                // collects its requests.
-                OwnedPoll::Gone => {
-                    unreachable!("an async engine's request was collected by a scope")
+            // Busy polling: poll the transport a few times before letting
+            // other tasks (the reactor among them) run; not before the
+            // first look, which finds what was routed already.
+            let mut ticket = ticket;
+            for look in 0..if busy { BUSY_LOOKS } else { 1 } {
+                if look > 0 {
+                    let _ = core.progress();
                 }
+                ticket = match core.poll_owned(ticket, cx.waker()) {
+                    OwnedPoll::Ready(c, buf) => return (State::Finished, Some(Ok((c, buf)))),
+                    OwnedPoll::Pending(t) => t,
+                    // Scopes are locked out of an async engine, so no drain
+                    // collects its requests.
+                    OwnedPoll::Gone => {
+                        unreachable!("an async engine's request was collected by a scope")
+                    }
+                };
             }
+            (State::Posted(ticket), None)
         });
         this.state = next;
         match out {

@@ -23,6 +23,12 @@ mod device {
 
     #[test]
     #[ignore = "needs an RDMA device: cargo xtask test"]
+    fn fetch_add_and_compare_swap_futures_count_exactly() {
+        multi_process::atomics_run_or_are_refused_by_name(VERBS, "atomics ok");
+    }
+
+    #[test]
+    #[ignore = "needs an RDMA device: cargo xtask test"]
     fn a_killed_peer_is_named_by_every_pending_future() {
         multi_process::a_killed_peer_is_named_by_every_pending_future(VERBS);
     }

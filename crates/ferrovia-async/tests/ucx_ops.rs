@@ -195,6 +195,51 @@ async fn thousands_of_operations_at_once(tls: &str, cfg: AsyncConfig) {
     }
 }
 
+/// Writes and sends posted as lists (one doorbell per 16, selective
+/// signalling): every future still completes on its own, and dropping
+/// some leaves their buffers to the returned list once their chunk's
+/// signalled completion arrives.
+async fn lists_complete_every_future(tls: &str) {
+    let w = world(2, tls, AsyncConfig::default());
+    let (a, b) = (&w[0], &w[1]);
+    let board = exposed(b, 8 * 40);
+    let remote = board.registration().remote().unwrap();
+    let items = (0..40u64).map(|i| {
+        let src = local(a, &(i + 1).to_ne_bytes());
+        (src, 0..8, remote.sub_region(8 * i, 8).unwrap())
+    });
+    let mut ops = a.write_list(1, items);
+    assert_eq!(ops.len(), 40);
+    let dropped: Vec<_> = ops.drain(..10).collect();
+    drop(dropped);
+    for op in ops {
+        timeout(WAIT, op).await.unwrap().unwrap();
+    }
+    for i in 0..40 {
+        assert_eq!(board.load_u64(8 * i).unwrap(), i as u64 + 1, "write {i}");
+    }
+    let start = std::time::Instant::now();
+    let mut back = a.take_returned();
+    while back.len() < 10 && start.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        back.extend(a.take_returned());
+    }
+    assert_eq!(back.len(), 10, "the dropped writes' sources come back");
+    assert!(back.iter().all(|r| r.completion.status == WcStatus::SUCCESS));
+    let receives: Vec<_> = (0..20).map(|_| b.receive(0, local(b, &[0; 8]))).collect();
+    let msg = Arc::new(local(a, b"listed!!"));
+    for op in a.send_list(1, (0..20).map(|_| (msg.clone(), 0..8))) {
+        timeout(WAIT, op).await.unwrap().unwrap();
+    }
+    for r in receives {
+        assert_eq!(
+            timeout(WAIT, r).await.unwrap().unwrap().received(),
+            b"listed!!"
+        );
+    }
+    assert_eq!(Arc::strong_count(&msg), 1);
+}
+
 macro_rules! on {
     ($tls:expr) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,6 +250,11 @@ macro_rules! on {
         #[tokio::test(flavor = "current_thread")]
         async fn every_operation_round_trips_busy_polling() {
             super::every_operation_round_trips($tls, AsyncConfig::default().busy_poll()).await;
+        }
+
+        #[tokio::test(flavor = "current_thread")]
+        async fn lists_complete_every_future() {
+            super::lists_complete_every_future($tls).await;
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

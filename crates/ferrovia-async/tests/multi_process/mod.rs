@@ -82,6 +82,12 @@ pub(crate) fn dropped_and_forgotten_futures_leave_canaries_intact(b: BackendEnv)
     all_succeed(b, 3, &["canary", "200"], "canary ok");
 }
 
+/// Remote atomics as futures: verbs runs them (`atomics ok`), UCX refuses
+/// each with a typed error naming the peer (`atomics unsupported`).
+pub(crate) fn atomics_run_or_are_refused_by_name(b: BackendEnv, expect: &str) {
+    all_succeed(b, 3, &["atomics", "300"], expect);
+}
+
 /// Four ranks; once each printed `ready`, rank 2 is killed; the others'
 /// pending and later futures must fail naming it.
 pub(crate) fn a_killed_peer_is_named_by_every_pending_future(b: BackendEnv) {
@@ -138,6 +144,11 @@ macro_rules! async_suite {
         #[test]
         fn a_killed_peer_is_named_by_every_pending_future() {
             multi_process::a_killed_peer_is_named_by_every_pending_future($env);
+        }
+
+        #[test]
+        fn atomics_are_refused_naming_the_peer() {
+            multi_process::atomics_run_or_are_refused_by_name($env, "atomics unsupported");
         }
     };
 }

@@ -5,11 +5,13 @@
 //! ferrovia-async-rank stress OPS     # OPS operations in flight at once, checked
 //! ferrovia-async-rank canary ROUNDS  # dropped and forgotten reads and receives vs canaries
 //! ferrovia-async-rank killed         # rank 2 is killed; the others' futures name it
+//! ferrovia-async-rank atomics K      # K fetch-adds per rank in flight, compare-and-swap tickets
 //! ```
 //!
 //! Each prints one line starting with the scenario's name and `ok` when
 //! everything checked out, and exits non-zero otherwise.
 
+mod atomics;
 mod canary;
 mod killed;
 mod stress;
@@ -65,7 +67,13 @@ fn main() -> ExitCode {
                 canary::run(Async::new(node)?, remotes, n(1, 200)).await
             }
             "killed" => killed::run(Async::new(node)?).await,
-            other => Err(format!("unknown scenario {other:?}: stress, canary or killed").into()),
+            "atomics" => {
+                let (words, remotes) = atomics::expose(&mut node)?;
+                atomics::run(Async::new(node)?, words, remotes, n(1, 500)).await
+            }
+            other => {
+                Err(format!("unknown scenario {other:?}: stress, canary, killed or atomics").into())
+            }
         }
     });
     match result {
