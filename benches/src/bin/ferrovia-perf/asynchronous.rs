@@ -36,7 +36,11 @@ impl Bench {
             .allow_remote_read();
         let exposed = node.registry().alloc(max, opts)?;
         let remotes = node.all_gather_remote(exposed.registration().remote()?, WAIT)?;
-        let cfg = if args.busy {
+        // The passive side of a one-sided bandwidth test sleeps, as the
+        // scoped path's does: spinning would take the CPU the transport
+        // (soft-RoCE, UCX's progress threads) needs.
+        let passive = node.rank() == 0 && matches!(args.test.as_str(), "write_bw" | "read_bw");
+        let cfg = if args.busy && !passive {
             AsyncConfig::default().busy_poll()
         } else {
             AsyncConfig::default()
@@ -210,18 +214,37 @@ impl Bench {
             for _ in 0..depth.min(args.iters) {
                 reads.push_back(self.buf(size, 0)?);
             }
-            for _ in 0..args.iters {
-                if window.len() == depth {
+            // Writes and sends go as lists of `post_list` (one doorbell,
+            // selective signalling), as the scoped path's do; reads one by
+            // one, as the scoped path's do.
+            let list = if args.test == "read_bw" {
+                1
+            } else {
+                args.post_list.clamp(1, depth)
+            };
+            let mut posted = 0;
+            while posted < args.iters {
+                let k = list.min(args.iters - posted);
+                while window.len() + k > depth {
                     finish(window.pop_front(), &mut reads).await?;
                 }
-                window.push_back(match args.test.as_str() {
-                    "write_bw" => Pending::Src(self.node.write(0, src.clone(), remote)),
-                    "send_bw" => Pending::Src(self.node.send(0, src.clone())),
+                let items = (0..k).map(|_| (src.clone(), 0..size));
+                match args.test.as_str() {
+                    "write_bw" => window.extend(
+                        self.node
+                            .write_list(0, items.map(|(s, r)| (s, r, remote)))
+                            .into_iter()
+                            .map(Pending::Src),
+                    ),
+                    "send_bw" => {
+                        window.extend(self.node.send_list(0, items).into_iter().map(Pending::Src))
+                    }
                     _ => {
                         let dst = reads.pop_front().ok_or("no read buffer")?;
-                        Pending::Dst(self.node.read(0, dst, remote))
+                        window.push_back(Pending::Dst(self.node.read(0, dst, remote)));
                     }
-                });
+                }
+                posted += k;
             }
             while !window.is_empty() {
                 finish(window.pop_front(), &mut reads).await?;

@@ -189,6 +189,7 @@ fn run(args: &Args) -> Result<(), NodeError> {
 }
 
 fn main() -> ExitCode {
+    ferrovia::node::init_logging();
     let args = match args::parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {
