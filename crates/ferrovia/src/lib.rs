@@ -93,6 +93,35 @@ b.scope(|s| {
 ```
 "#
 )]
+#![cfg_attr(
+    feature = "async",
+    doc = r#"
+# Quick start: async (feature `async`)
+Every operation is a future that owns its buffer: moved in, handed back in
+the result (also on error). Dropping or forgetting a future never frees
+memory the NIC or UCX may still write; see [`asynchronous`].
+```no_run
+use std::time::Duration;
+use ferrovia::{AsyncNode, Node, RegisterOptions};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let node = Node::from_env_or_launch(2)?;
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+        let node = AsyncNode::new(node)?;
+        let peer = 1 - node.rank();
+        let inbox = node.registry().alloc(64, RegisterOptions::local())?;
+        let incoming = node.receive(peer, inbox); // posted now, owns `inbox`
+        node.barrier(&[0, 1], Duration::from_secs(10)).await?;
+        let msg = node.registry().register_buffer(b"hello, async".to_vec(), RegisterOptions::local())?;
+        let msg = node.send(peer, msg).await?.buf; // the buffer comes back
+        let got = tokio::time::timeout(Duration::from_secs(5), incoming).await??;
+        println!("{:?} (sent {} bytes)", std::str::from_utf8(got.received()), msg.len());
+        Ok(())
+    })
+}
+```
+"#
+)]
 #![forbid(unsafe_code)]
 
 /// The traits a ferrovia program usually wants in scope.
