@@ -90,6 +90,8 @@ pub(crate) struct Inner<T> {
     has_orphans: AtomicBool,
     /// Wakes the reactor (orphans to settle, or shutdown).
     pub(crate) poke: Arc<Notify>,
+    /// How often the reactor woke because the event fd was readable.
+    pub(crate) fd_wakes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<T: Target> Inner<T> {
@@ -107,6 +109,7 @@ impl<T: Target> Inner<T> {
             orphans: Mutex::new(Vec::new()),
             has_orphans: AtomicBool::new(false),
             poke: Arc::new(Notify::new()),
+            fd_wakes: Arc::default(),
         }
     }
 

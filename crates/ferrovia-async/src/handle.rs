@@ -73,7 +73,13 @@ impl<T: Target> Async<T> {
         let engine: Arc<dyn Engine> = inner.clone();
         let weak = Arc::downgrade(&engine);
         drop(engine);
-        runtime.spawn(reactor::run(weak, fd, inner.poke.clone(), wake));
+        runtime.spawn(reactor::run(
+            weak,
+            fd,
+            inner.poke.clone(),
+            wake,
+            inner.fd_wakes.clone(),
+        ));
         Ok(Async { inner })
     }
 
@@ -291,6 +297,14 @@ impl<T: Target> Async<T> {
         let mut out = Vec::new();
         with(&*self.inner, |core| core.take_returned(&mut out));
         out
+    }
+
+    /// How often the reactor woke because the transport's event fd was
+    /// readable: kernel wake-ups, not timer ticks or spinning.
+    pub fn event_wakes(&self) -> u64 {
+        self.inner
+            .fd_wakes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Requests posted and not yet completed (dropped ones included).

@@ -10,6 +10,7 @@
 //! its fd can never leave it watching a reused number.
 
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,7 @@ pub(crate) async fn run(
     fd: Option<OwnedFd>,
     poke: Arc<Notify>,
     wake: Wake,
+    fd_wakes: Arc<AtomicU64>,
 ) {
     let mut fd = fd.and_then(|fd| {
         // SAFETY: `fd` is our own duplicate of the transport's event fd (an
@@ -93,6 +95,7 @@ pub(crate) async fn run(
                 Ok(mut guard) => {
                     guard.clear_ready();
                     readable = true;
+                    fd_wakes.fetch_add(1, Relaxed);
                 }
                 Err(err) => {
                     log::warn!("ferrovia-async: the event fd failed ({err}); polling every {TICK:?}");

@@ -64,6 +64,16 @@ async fn every_operation_round_trips(tls: &str, cfg: AsyncConfig) {
     assert_eq!(f.peer(), Some(1));
     assert_eq!(f.buf.len(), 8);
     assert_eq!(a.outstanding() + b.outstanding(), 0);
+    if a.config().wake == Wake::default() {
+        // Sleeping in the kernel: the reactors woke from the event fd.
+        assert!(a.event_wakes() + b.event_wakes() > 0, "no kernel wake-up");
+    } else {
+        assert_eq!(
+            a.event_wakes() + b.event_wakes(),
+            0,
+            "busy polling sleeps not"
+        );
+    }
 }
 
 /// A receive whose timeout expired still takes the next message: into the
@@ -225,7 +235,10 @@ async fn lists_complete_every_future(tls: &str) {
         back.extend(a.take_returned());
     }
     assert_eq!(back.len(), 10, "the dropped writes' sources come back");
-    assert!(back.iter().all(|r| r.completion.status == WcStatus::SUCCESS));
+    assert!(
+        back.iter()
+            .all(|r| r.completion.status == WcStatus::SUCCESS)
+    );
     let receives: Vec<_> = (0..20).map(|_| b.receive(0, local(b, &[0; 8]))).collect();
     let msg = Arc::new(local(a, b"listed!!"));
     for op in a.send_list(1, (0..20).map(|_| (msg.clone(), 0..8))) {

@@ -145,6 +145,13 @@ pub(crate) async fn run(node: AsyncNode, plan: Plan) -> Result<(), Error> {
         }
     }
     let _ = &plan.source;
-    println!("stress ok rank {me}: {posted} operations in flight at once, every byte checked");
+    // The reactor slept in the kernel and woke from the event fd.
+    let wakes = node.event_wakes();
+    if wakes == 0 {
+        return Err("the reactor never woke from the transport's event fd".into());
+    }
+    println!(
+        "stress ok rank {me}: {posted} operations in flight at once, every byte checked, {wakes} kernel wake-ups"
+    );
     Ok(())
 }
