@@ -12,6 +12,7 @@ use crate::config::AsyncConfig;
 use crate::engine::{Engine, Inner, Target, with};
 use crate::error::AsyncError;
 use crate::op::Op;
+use crate::op_list::OpList;
 use crate::reactor;
 
 /// A [`Node`](ferrovia_node::Node) or
@@ -252,14 +253,15 @@ impl<T: Target> Async<T> {
 
     /// Writes each `(src, range, remote)` to `peer`, as lists: one
     /// doorbell per 16 and selective signalling (the scoped path's
-    /// `post_write_list`), each still its own future with its own
-    /// completion. For bandwidth: posting one by one costs a doorbell (on
-    /// soft-RoCE a system call, on UCX an engine turn) each.
+    /// `post_write_list`), and one future for them all that resolves to
+    /// each one's result and buffer, in order. For bandwidth: one by one,
+    /// each costs a doorbell (on soft-RoCE a system call, on UCX an engine
+    /// turn) and a future.
     pub fn write_list<B: Source>(
         &self,
         peer: usize,
         items: impl IntoIterator<Item = (B, Range<usize>, RemoteMemoryRegion)>,
-    ) -> Vec<Op<B>> {
+    ) -> OpList<B> {
         self.list(items.into_iter().map(|(src, range, remote)| {
             let op = OwnedOp::write(peer, src.into_owned(), range.clone(), remote);
             (op, range)
@@ -272,7 +274,7 @@ impl<T: Target> Async<T> {
         &self,
         peer: usize,
         items: impl IntoIterator<Item = (B, Range<usize>)>,
-    ) -> Vec<Op<B>> {
+    ) -> OpList<B> {
         self.list(
             items
                 .into_iter()
@@ -280,14 +282,8 @@ impl<T: Target> Async<T> {
         )
     }
 
-    fn list<B: OpBuffer>(&self, ops: impl Iterator<Item = (OwnedOp, Range<usize>)>) -> Vec<Op<B>> {
-        let (ops, ranges): (Vec<OwnedOp>, Vec<Range<usize>>) = ops.unzip();
-        let posted = with(&*self.inner, |core| core.try_post_owned_list(ops, None));
-        posted
-            .into_iter()
-            .zip(ranges)
-            .map(|(p, range)| Op::from_posted(self.engine(), p, range))
-            .collect()
+    fn list<B: OpBuffer>(&self, ops: impl Iterator<Item = (OwnedOp, Range<usize>)>) -> OpList<B> {
+        OpList::start(self.engine(), ops.collect())
     }
 
     /// The buffers of operations whose futures were dropped before they

@@ -48,6 +48,7 @@ mod engine;
 mod error;
 mod handle;
 mod op;
+mod op_list;
 mod reactor;
 
 pub use barrier::Barrier;
@@ -58,6 +59,7 @@ pub use error::{AsyncError, Failed};
 pub use ferrovia_channel::Returned;
 pub use handle::Async;
 pub use op::{Done, Op, OpResult};
+pub use op_list::OpList;
 
 /// An async [`Node`](ferrovia_node::Node).
 pub type AsyncNode = Async<ferrovia_node::Node>;

@@ -19,7 +19,7 @@ use crate::error::Failed;
 
 /// How often a busy-polling operation polls the transport per poll of
 /// its future before it lets other tasks run.
-const BUSY_LOOKS: usize = 64;
+pub(crate) const BUSY_LOOKS: usize = 64;
 
 /// What an [`Op`] resolves to.
 pub type OpResult<B> = Result<Done<B>, Failed<B>>;
@@ -215,22 +215,38 @@ impl<B: OpBuffer> Future for Op<B> {
             }
             None => Poll::Pending,
             Some(Err((e, buf))) => this.failed(e, buf),
-            Some(Ok((c, buf))) if c.status != WcStatus::SUCCESS => {
-                let e = CompletionError {
-                    wr_id: c.wr_id,
-                    status: c.status,
-                    vendor_err: c.vendor_err,
-                    peer: c.peer,
-                };
-                this.failed(e.into(), buf)
-            }
-            Some(Ok((c, buf))) => Poll::Ready(Ok(Done {
-                buf: Self::buffer(buf),
-                completion: c,
-                range: this.range.clone(),
-            })),
+            Some(Ok((c, buf))) => Poll::Ready(done_or_failed(c, buf, this.range.clone())),
         }
     }
+}
+
+/// A completed request's result: `Done` on success, else `Failed` with
+/// the completion's error (naming the peer); the buffer either way.
+pub(crate) fn done_or_failed<B: OpBuffer>(
+    c: Completion,
+    buf: OwnedBuf,
+    range: Range<usize>,
+) -> OpResult<B> {
+    let Some(buf) = B::from_owned(buf) else {
+        unreachable!("an operation's buffer came back as another kind")
+    };
+    if c.status != WcStatus::SUCCESS {
+        let error = CompletionError {
+            wr_id: c.wr_id,
+            status: c.status,
+            vendor_err: c.vendor_err,
+            peer: c.peer,
+        };
+        return Err(Failed {
+            error: error.into(),
+            buf,
+        });
+    }
+    Ok(Done {
+        buf,
+        completion: c,
+        range,
+    })
 }
 
 impl<B: OpBuffer> Drop for Op<B> {

@@ -206,26 +206,29 @@ async fn thousands_of_operations_at_once(tls: &str, cfg: AsyncConfig) {
 }
 
 /// Writes and sends posted as lists (one doorbell per 16, selective
-/// signalling): every future still completes on its own, and dropping
-/// some leaves their buffers to the returned list once their chunk's
-/// signalled completion arrives.
-async fn lists_complete_every_future(tls: &str) {
+/// signalling), one future for each list: every operation has its own
+/// result and buffer, and a list dropped in flight leaves its buffers to
+/// the returned list once their completions arrive.
+async fn lists_complete_every_operation(tls: &str) {
     let w = world(2, tls, AsyncConfig::default());
     let (a, b) = (&w[0], &w[1]);
-    let board = exposed(b, 8 * 40);
+    let board = exposed(b, 8 * 50);
     let remote = board.registration().remote().unwrap();
-    let items = (0..40u64).map(|i| {
-        let src = local(a, &(i + 1).to_ne_bytes());
-        (src, 0..8, remote.sub_region(8 * i, 8).unwrap())
-    });
-    let mut ops = a.write_list(1, items);
-    assert_eq!(ops.len(), 40);
-    let dropped: Vec<_> = ops.drain(..10).collect();
-    drop(dropped);
-    for op in ops {
-        timeout(WAIT, op).await.unwrap().unwrap();
+    let items = |from: u64, n: u64| {
+        (from..from + n).map(|i| {
+            let src = local(a, &(i + 1).to_ne_bytes());
+            (src, 0..8, remote.sub_region(8 * i, 8).unwrap())
+        })
+    };
+    drop(a.write_list(1, items(40, 10)));
+    let list = a.write_list(1, items(0, 40));
+    assert_eq!(list.len(), 40);
+    let results = timeout(WAIT, list).await.unwrap();
+    for (i, r) in results.into_iter().enumerate() {
+        let done = r.unwrap();
+        assert_eq!(done.buf[..], (i as u64 + 1).to_ne_bytes());
     }
-    for i in 0..40 {
+    for i in 0..50 {
         assert_eq!(board.load_u64(8 * i).unwrap(), i as u64 + 1, "write {i}");
     }
     let start = std::time::Instant::now();
@@ -241,9 +244,10 @@ async fn lists_complete_every_future(tls: &str) {
     );
     let receives: Vec<_> = (0..20).map(|_| b.receive(0, local(b, &[0; 8]))).collect();
     let msg = Arc::new(local(a, b"listed!!"));
-    for op in a.send_list(1, (0..20).map(|_| (msg.clone(), 0..8))) {
-        timeout(WAIT, op).await.unwrap().unwrap();
-    }
+    let sent = timeout(WAIT, a.send_list(1, (0..20).map(|_| (msg.clone(), 0..8))))
+        .await
+        .unwrap();
+    assert!(sent.into_iter().all(|r| r.is_ok()));
     for r in receives {
         assert_eq!(
             timeout(WAIT, r).await.unwrap().unwrap().received(),
@@ -266,8 +270,8 @@ macro_rules! on {
         }
 
         #[tokio::test(flavor = "current_thread")]
-        async fn lists_complete_every_future() {
-            super::lists_complete_every_future($tls).await;
+        async fn lists_complete_every_operation() {
+            super::lists_complete_every_operation($tls).await;
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

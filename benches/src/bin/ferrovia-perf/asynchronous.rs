@@ -225,20 +225,15 @@ impl Bench {
             let mut posted = 0;
             while posted < args.iters {
                 let k = list.min(args.iters - posted);
-                while window.len() + k > depth {
+                while window.iter().map(Pending::len).sum::<usize>() + k > depth {
                     finish(window.pop_front(), &mut reads).await?;
                 }
                 let items = (0..k).map(|_| (src.clone(), 0..size));
                 match args.test.as_str() {
-                    "write_bw" => window.extend(
-                        self.node
-                            .write_list(0, items.map(|(s, r)| (s, r, remote)))
-                            .into_iter()
-                            .map(Pending::Src),
-                    ),
-                    "send_bw" => {
-                        window.extend(self.node.send_list(0, items).into_iter().map(Pending::Src))
-                    }
+                    "write_bw" => window.push_back(Pending::List(
+                        self.node.write_list(0, items.map(|(s, r)| (s, r, remote))),
+                    )),
+                    "send_bw" => window.push_back(Pending::List(self.node.send_list(0, items))),
                     _ => {
                         let dst = reads.pop_front().ok_or("no read buffer")?;
                         window.push_back(Pending::Dst(self.node.read(0, dst, remote)));
@@ -268,13 +263,26 @@ impl Bench {
 }
 
 enum Pending {
-    Src(ferrovia::Op<Arc<ferrovia::RegisteredBuffer>>),
+    List(ferrovia::asynchronous::OpList<Arc<ferrovia::RegisteredBuffer>>),
     Dst(ferrovia::Op<ferrovia::RegisteredBuffer>),
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        match self {
+            Pending::List(l) => l.len(),
+            Pending::Dst(_) => 1,
+        }
+    }
 }
 
 async fn finish(p: Option<Pending>, reads: &mut VecDeque<ferrovia::RegisteredBuffer>) -> Res<()> {
     match p {
-        Some(Pending::Src(op)) => drop(op.await?),
+        Some(Pending::List(list)) => {
+            for r in list.await {
+                r?;
+            }
+        }
         Some(Pending::Dst(op)) => reads.push_back(op.await?.into_buf()),
         None => {}
     }
