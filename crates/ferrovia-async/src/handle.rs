@@ -283,7 +283,8 @@ impl<T: Target> Async<T> {
     }
 
     fn list<B: OpBuffer>(&self, ops: impl Iterator<Item = (OwnedOp, Range<usize>)>) -> OpList<B> {
-        OpList::start(self.engine(), ops.collect())
+        let (ops, ranges) = ops.unzip();
+        OpList::start(self.engine(), ops, ranges)
     }
 
     /// The buffers of operations whose futures were dropped before they

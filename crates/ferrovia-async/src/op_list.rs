@@ -50,8 +50,11 @@ impl Item {
 impl<B: OpBuffer> OpList<B> {
     /// Posts `ops` as lists now (those that find the queue full wait for
     /// room at the first poll).
-    pub(crate) fn start(engine: Arc<dyn Engine>, ops: Vec<(OwnedOp, Range<usize>)>) -> OpList<B> {
-        let (ops, ranges): (Vec<OwnedOp>, Vec<Range<usize>>) = ops.into_iter().unzip();
+    pub(crate) fn start(
+        engine: Arc<dyn Engine>,
+        ops: Vec<OwnedOp>,
+        ranges: Vec<Range<usize>>,
+    ) -> OpList<B> {
         let posted = with(&*engine, |core| core.try_post_owned_list(ops, None));
         OpList {
             engine,

@@ -12,15 +12,17 @@ use crate::element::Gather;
 use crate::error::TransportError;
 use crate::op::SendOp;
 use crate::owned::{OwnedKind, OwnedOp, OwnedTicket, Refused};
-use crate::post::CHUNK;
+use crate::post::{CHUNK, EMPTY_OP};
 use crate::slots::{Queue, wr_id};
 
 /// A chunk being built: its ops, and where their results sit in the
-/// output.
+/// output (fixed arrays: building a list allocates nothing but the
+/// output).
 struct Chunk {
     peer: usize,
-    ops: Vec<SendOp>,
-    at: Vec<usize>,
+    len: usize,
+    ops: [SendOp; CHUNK],
+    at: [usize; CHUNK],
 }
 
 impl ChannelCore {
@@ -54,7 +56,7 @@ impl ChannelCore {
             let peer = op.peer;
             if chunk
                 .as_ref()
-                .is_some_and(|c| c.peer != peer || c.ops.len() == CHUNK)
+                .is_some_and(|c| c.peer != peer || c.len == CHUNK)
             {
                 self.flush_chunk(chunk.take(), &mut out);
             }
@@ -99,13 +101,18 @@ impl ChannelCore {
             let sop = self.build_op(peer, wr_id(index, epoch), &spec, scatter, false);
             st.slots.owned.hold(index, op.buf, waker);
             drop(st);
-            let c = chunk.get_or_insert_with(|| Chunk {
-                peer,
-                ops: Vec::with_capacity(CHUNK),
-                at: Vec::with_capacity(CHUNK),
-            });
-            c.ops.push(sop);
-            c.at.push(out.len());
+            let c = match &mut chunk {
+                Some(c) => c,
+                empty => empty.insert(Chunk {
+                    peer,
+                    len: 0,
+                    ops: [EMPTY_OP; CHUNK],
+                    at: [0; CHUNK],
+                }),
+            };
+            c.ops[c.len] = sop;
+            c.at[c.len] = out.len();
+            c.len += 1;
             out.push(Ok(OwnedTicket { index, epoch }));
         }
         self.flush_chunk(chunk, &mut out);
@@ -119,23 +126,23 @@ impl ChannelCore {
             return;
         };
         let signal_every = (self.send_depth[c.peer] / 2).max(1) as usize;
-        let last = c.ops.len() - 1;
+        let n = c.len;
         let mut st = self.state();
-        let before = st.slots.outstanding_send[c.peer] as usize - c.ops.len();
-        for (i, op) in c.ops.iter_mut().enumerate() {
-            op.signaled = i == last || (before + i + 1).is_multiple_of(signal_every);
+        let before = st.slots.outstanding_send[c.peer] as usize - n;
+        for (i, op) in c.ops[..n].iter_mut().enumerate() {
+            op.signaled = i + 1 == n || (before + i + 1).is_multiple_of(signal_every);
         }
         // SAFETY: every op's buffer was moved into its slot's owned table
         // (`hold`) before this post, and stays there until the transport
         // reports the op (or a later signalled op of this peer, which
         // completes it), as for a single owned post (`try_post_owned`);
         // the same buffer kinds are accepted, by the same checks.
-        let posted = unsafe { self.transport.post_send(c.peer, &c.ops) };
+        let posted = unsafe { self.transport.post_send(c.peer, &c.ops[..n]) };
         let Err(e) = posted else {
             return;
         };
         let mut first = Some(e);
-        for (op, &at) in c.ops.iter().zip(&c.at) {
+        for (op, &at) in c.ops[..n].iter().zip(&c.at[..n]) {
             let index = op.wr_id as u32;
             let buf = st.slots.owned.take(index);
             st.slots.meta[index as usize].owned = false;

@@ -54,7 +54,7 @@ impl<'env> AsSpec<'env> for WriteWorkRequest<'_, 'env> {
     }
 }
 
-const EMPTY_OP: SendOp = SendOp {
+pub(crate) const EMPTY_OP: SendOp = SendOp {
     wr_id: 0,
     kind: OpKind::Send,
     sges: [Sge::new(0, 0, 0); MAX_ELEMENTS],
