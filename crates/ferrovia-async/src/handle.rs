@@ -108,7 +108,9 @@ impl<T: Target> Async<T> {
     }
 
     /// Runs `f` on the target under the engine's lock (briefly: the
-    /// reactor and every future wait for it). Do not block in it.
+    /// reactor and every future wait for it). Do not block in it, and do
+    /// not call this engine's own methods or drop its barriers in it (the
+    /// lock is not reentrant; a dropped operation is settled later).
     pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
         f(&self.inner.target.lock())
     }
