@@ -92,6 +92,8 @@ fn base(header: &Path, include_paths: &[PathBuf], rdmacm: bool) -> bindgen::Buil
         .newtype_enum("ibv_mtu")
         .newtype_enum("ibv_gid_type")
         .newtype_enum("ibv_event_type")
+        .newtype_enum("rdma_cm_event_type")
+        .newtype_enum("rdma_port_space")
         .bitfield_enum("ibv_access_flags")
         .bitfield_enum("ibv_send_flags")
         .bitfield_enum("ibv_qp_attr_mask")

@@ -114,6 +114,9 @@ fn run_demo(demo: &Demo) -> Result<u8> {
     if demo.ranks > 1 {
         let mut job = Job::new(program, demo.ranks, args);
         job.timeout = RANKS_TIMEOUT;
+        // Overrides the one `ranks` derives from the time and xtask's pid:
+        // a stranger on this host must not be able to guess it.
+        job.env.push(("FERROVIA_JOB_TOKEN".into(), random_token()?));
         if here {
             say!(
                 "xtask demo: {} ranks of {} on this host",
@@ -145,6 +148,15 @@ fn run_demo(demo: &Demo) -> Result<u8> {
     vm::run(&vm_options(command))
 }
 
+/// 128 random bits in hex, from the kernel's generator.
+fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| Failure::new(format!("cannot read /dev/urandom for a job token: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn vm_options(command: Vec<OsString>) -> VmOptions {
     let mut options = VmOptions::new(command);
     options.timeout = VM_TIMEOUT;
@@ -174,5 +186,12 @@ mod tests {
             assert!(DEMOS[..i].iter().all(|d| d.name != demo.name));
             assert!(demo.ranks >= 1);
         }
+    }
+
+    #[test]
+    fn demo_tokens_are_random() {
+        let (a, b) = (random_token().unwrap(), random_token().unwrap());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
     }
 }

@@ -38,7 +38,7 @@ impl<B> Failed<B> {
     /// The peer the error names, if it names one.
     pub fn peer(&self) -> Option<usize> {
         match &self.error {
-            TransportError::Completion(c) => c.peer.map(|p| p as usize),
+            TransportError::Completion(c) => c.peer,
             TransportError::Broken { peer }
             | TransportError::NoSuchPeer { peer, .. }
             | TransportError::QueueFull { peer, .. }

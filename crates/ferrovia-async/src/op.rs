@@ -231,12 +231,10 @@ pub(crate) fn done_or_failed<B: OpBuffer>(
         unreachable!("an operation's buffer came back as another kind")
     };
     if c.status != WcStatus::SUCCESS {
-        let error = CompletionError {
-            wr_id: c.wr_id,
-            status: c.status,
-            vendor_err: c.vendor_err,
-            peer: c.peer,
-        };
+        let mut error = CompletionError::new(c.wr_id, c.status, c.vendor_err);
+        if let Some(p) = c.peer {
+            error = error.with_peer(p as usize);
+        }
         return Err(Failed {
             error: error.into(),
             buf,

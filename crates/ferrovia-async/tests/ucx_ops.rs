@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use common::{Rng, WAIT, exposed, local, pattern, world};
 use ferrovia_async::{AsyncConfig, Wake};
+use ferrovia_channel::TransportError;
+use ferrovia_mr::RegisterOptions;
 use ferrovia_types::WcStatus;
 use tokio::time::timeout;
 
@@ -56,11 +58,30 @@ async fn every_operation_round_trips(tls: &str, cfg: AsyncConfig) {
         "the engine let go of the source"
     );
 
-    // Atomics are verbs-only: refused with the buffer back.
+    // Without the owner's atomic right, refused before the transport is
+    // asked; with it, atomics are verbs-only: refused naming the peer.
+    // Either way the buffer comes back.
     let f = a
         .fetch_add(1, local(a, &[0; 8]), 0..8, remote, 1)
         .await
         .unwrap_err();
+    assert!(
+        matches!(f.error, TransportError::RemoteAccessDenied { .. }),
+        "{f}"
+    );
+    let words = b
+        .registry()
+        .alloc(8, RegisterOptions::local().allow_remote_atomic())
+        .unwrap();
+    let atomic = words.registration().remote().unwrap();
+    let f = a
+        .fetch_add(1, local(a, &[0; 8]), 0..8, atomic, 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(f.error, TransportError::AtomicsUnsupported { peer: 1 }),
+        "{f}"
+    );
     assert_eq!(f.peer(), Some(1));
     assert_eq!(f.buf.len(), 8);
     assert_eq!(a.outstanding() + b.outstanding(), 0);

@@ -3,6 +3,7 @@
 //! registered 8-byte local buffer the request borrows.
 
 use ferrovia_mr::RemoteMemoryRegion;
+use ferrovia_types::AccessFlags;
 
 use crate::element::Scatter;
 use crate::error::{TransportError, TransportResult};
@@ -78,8 +79,9 @@ impl<'env> AtomicWorkRequest<'env> {
         Self::new(result, remote, AtomicOp::CompareSwap { compare, swap })
     }
 
-    /// Checks what can be checked before posting: an 8-byte result, an
-    /// 8-byte aligned remote word inside the region.
+    /// Checks what can be checked before posting: an 8-byte result, a
+    /// region whose owner allowed atomics, an 8-byte aligned remote word
+    /// inside it.
     pub fn new(
         result: Scatter<'env>,
         remote: RemoteMemoryRegion,
@@ -88,6 +90,7 @@ impl<'env> AtomicWorkRequest<'env> {
         if result.len() != 8 {
             return Err(TransportError::AtomicResultSize { len: result.len() });
         }
+        crate::request::check_right(&remote, AccessFlags::REMOTE_ATOMIC, "a remote atomic")?;
         if !remote.addr().is_multiple_of(8) {
             return Err(TransportError::MisalignedAtomic {
                 addr: remote.addr(),

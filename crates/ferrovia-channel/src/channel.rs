@@ -59,12 +59,30 @@ impl Channel {
 
     /// What the peer needs to connect to this channel.
     pub fn endpoint(&self) -> Endpoint {
-        self.verbs.endpoint(0)
+        self.verbs.qps.first().endpoint()
     }
 
     /// Connects to the peer's endpoint (INIT → RTR → RTS).
     pub fn connect(&mut self, remote: &Endpoint) -> TransportResult<()> {
         self.multi.connect(0, remote)
+    }
+
+    /// Replaces the connection (after a flush or an error completion left
+    /// it in the error state) with a fresh queue pair: `exchange` gets its
+    /// endpoint, must hand it to the peer (which renews its side too) and
+    /// return the peer's new endpoint (see [`MultiChannel::reconnect`]).
+    pub fn reconnect<E: From<TransportError>>(
+        &mut self,
+        exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
+    ) -> Result<(), E> {
+        self.multi.reconnect(0, exchange)
+    }
+
+    /// The first half of [`Channel::reconnect`]: a fresh queue pair, not
+    /// yet connected; returns its endpoint. Finish with
+    /// [`Channel::connect`].
+    pub fn renew(&mut self) -> TransportResult<Endpoint> {
+        self.multi.renew(0)
     }
 
     /// The protection domain.

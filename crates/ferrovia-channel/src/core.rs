@@ -11,7 +11,7 @@ use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::Completion;
 use crate::request::MAX_ELEMENTS;
-use crate::slots::{Look, RawBuf, Slots, Taken, wr_id};
+use crate::slots::{ANY_PEER, Look, RawBuf, Slots, Taken, wr_id};
 use crate::transport::Transport;
 
 /// Completions routed per progress call.
@@ -162,6 +162,17 @@ impl ChannelCore {
 
     /// Marks a peer usable again after it was reconnected.
     #[cfg(feature = "verbs")]
+    pub(crate) fn mark_broken(&self, peer: usize) {
+        if let Some(b) = self.state().broken.get_mut(peer) {
+            *b = true;
+        }
+    }
+
+    /// Whether a drain deadline stopped the shared receive pool.
+    pub(crate) fn shared_pool_flushed(&self) -> bool {
+        self.state().shared_broken
+    }
+
     pub(crate) fn mark_connected(&self, peer: usize) {
         if let Some(b) = self.state().broken.get_mut(peer) {
             *b = false;
@@ -270,15 +281,24 @@ impl ChannelCore {
             return Ok(done);
         }
         let start = Instant::now();
+        let peer = self.state().slots.meta[t.index as usize].peer;
+        // A receive from the shared pool has no peer until it completes.
+        let pooled = peer == ANY_PEER;
+        let peer = peer as usize;
         loop {
             if let Some(done) = self.try_take(t, spin, bufs)? {
                 return Ok(done);
             }
+            if !pooled && self.is_broken(peer) {
+                return self.settle_broken(t, peer, bufs);
+            }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
-                return Err(TransportError::Timeout {
-                    wr_id: t.wr_id(),
-                    after: start.elapsed(),
+                let (wr_id, after) = (t.wr_id(), start.elapsed());
+                return Err(if pooled {
+                    TransportError::PoolTimeout { wr_id, after }
+                } else {
+                    TransportError::Timeout { wr_id, peer, after }
                 });
             }
             if spin {
@@ -286,6 +306,24 @@ impl ChannelCore {
             } else {
                 self.wait_progress(left)?;
             }
+        }
+    }
+
+    /// A wait on work with a peer whose connection is known broken ends at
+    /// once: with the request's own completion if it already arrived (all
+    /// the transport has is polled first), else with
+    /// [`TransportError::Broken`]. The request stays in the scope, whose
+    /// drain collects or flushes it.
+    fn settle_broken(
+        &self,
+        t: Ticket,
+        peer: usize,
+        bufs: &mut [RawBuf; MAX_ELEMENTS],
+    ) -> TransportResult<Taken> {
+        while self.progress()? == BATCH {}
+        match self.try_take(t, false, bufs)? {
+            Some(done) => Ok(done),
+            None => Err(TransportError::Broken { peer }),
         }
     }
 

@@ -63,15 +63,28 @@ pub enum TransportError {
         after: std::time::Duration,
     },
     /// Work did not complete within the wait's timeout.
-    #[error("work request {wr_id} did not complete within {after:?}")]
+    #[error("work request {wr_id} with peer {peer} did not complete within {after:?}")]
     Timeout {
+        /// The request.
+        wr_id: u64,
+        /// The peer it was posted to (or expected from).
+        peer: usize,
+        /// How long it was waited for.
+        after: std::time::Duration,
+    },
+    /// A receive from the shared pool got no message within the wait's
+    /// timeout.
+    #[error("receive {wr_id} from the shared pool got no message within {after:?}")]
+    PoolTimeout {
         /// The request.
         wr_id: u64,
         /// How long it was waited for.
         after: std::time::Duration,
     },
     /// The connection was moved to the error state (after a failure or a
-    /// drain deadline); it must be reconnected before posting again.
+    /// drain deadline); it must be reconnected before posting again. Also
+    /// what a wait on work with that peer returns at once, if the work's
+    /// own completion has not arrived.
     #[error("peer {peer}'s connection is in the error state; reconnect before posting")]
     Broken {
         /// The peer index.
@@ -114,6 +127,15 @@ pub enum TransportError {
     SharedPoolOnly {
         /// The peer asked for.
         peer: usize,
+    },
+    /// The remote region's owner did not grant the right the operation
+    /// needs (checked before posting; the descriptor carries its rights).
+    #[error("{op} needs a right the remote region's owner did not grant (it granted {granted})")]
+    RemoteAccessDenied {
+        /// The operation.
+        op: &'static str,
+        /// The remote rights the descriptor carries.
+        granted: ferrovia_types::AccessFlags,
     },
     /// A list post with no request in it.
     #[error("a list post needs at least one request")]

@@ -73,6 +73,8 @@ mod owned_list;
 mod owned_slots;
 mod post;
 mod posting;
+#[cfg(feature = "verbs")]
+mod qp_table;
 mod request;
 mod scope;
 mod slots;

@@ -92,7 +92,7 @@ impl MultiChannel {
     #[cfg(feature = "verbs")]
     pub fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
         self.check(peer)?;
-        Ok(self.verbs_transport()?.endpoint(peer))
+        self.verbs_transport()?.endpoint(peer)
     }
 
     /// Connects the queue pair of `peer` to its endpoint (verbs only; other
@@ -100,9 +100,54 @@ impl MultiChannel {
     #[cfg(feature = "verbs")]
     pub fn connect(&mut self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
         self.check(peer)?;
-        self.verbs_transport()?.qps[peer].connect(remote, &self.core.cfg.connect)?;
+        self.verbs_transport()?
+            .qp(peer)?
+            .connect(remote, &self.core.cfg.connect)?;
         self.core.mark_connected(peer);
         Ok(())
+    }
+
+    /// Replaces the connection to `peer` with a fresh queue pair (verbs:
+    /// a new QP on the same completion queue, the old one kept idle in the
+    /// error state) and connects it: `exchange` gets the new endpoint,
+    /// must hand it to the peer, which renews its side of this connection
+    /// the same way, and returns the peer's new endpoint. The other peers'
+    /// connections are untouched. Between the renewal and the connect,
+    /// posts to `peer` fail with [`TransportError::Broken`].
+    ///
+    /// For a connection a flush or an error completion left in the error
+    /// state. No work is outstanding here: `&mut self` means no scope is
+    /// open, and every scope drained its work before it ended.
+    #[cfg(feature = "verbs")]
+    pub fn reconnect<E: From<TransportError>>(
+        &mut self,
+        peer: usize,
+        exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
+    ) -> Result<(), E> {
+        let mine = self.renew(peer)?;
+        let theirs = exchange(mine)?;
+        self.connect(peer, &theirs)?;
+        Ok(())
+    }
+
+    /// The first half of [`MultiChannel::reconnect`]: a fresh queue pair
+    /// for `peer`, not yet connected; returns its endpoint. Finish with
+    /// [`MultiChannel::connect`].
+    #[cfg(feature = "verbs")]
+    pub fn renew(&mut self, peer: usize) -> TransportResult<Endpoint> {
+        self.check(peer)?;
+        if self.core.shared_pool_flushed() {
+            // Its SRQ still holds receives no QP may take: a new QP
+            // attached to it would.
+            return Err(TransportError::SharedPoolFlushed);
+        }
+        let verbs = self.verbs_transport()?;
+        // Stop the old QP, whatever its state, so the peer's old side
+        // sees this end gone.
+        verbs.qp(peer)?.to_error()?;
+        self.core.mark_broken(peer);
+        verbs.renew(peer)?;
+        verbs.endpoint(peer)
     }
 
     #[cfg(feature = "verbs")]

@@ -33,7 +33,7 @@ use crate::element::{Gather, sge_of_range};
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp};
 use crate::post::SendSpec;
-use crate::request::{MAX_ELEMENTS, fits_remote};
+use crate::request::{MAX_ELEMENTS, check_right, fits_remote};
 use crate::slots::{Queue, wr_id};
 
 /// A registered buffer an owned request holds until its completion. The
@@ -386,7 +386,10 @@ impl ChannelCore {
         let len = u64::from(sge.length());
         match &op.kind {
             OwnedKind::Send { .. } => {}
-            OwnedKind::Write { remote, .. } => fits_remote(len, remote)?,
+            OwnedKind::Write { remote, .. } => {
+                check_right(remote, AccessFlags::REMOTE_WRITE, "an RDMA write")?;
+                fits_remote(len, remote)?;
+            }
             OwnedKind::Receive => {
                 op.buf.writable()?;
                 if self.shared_depth > 0 {
@@ -395,6 +398,7 @@ impl ChannelCore {
             }
             OwnedKind::Read { remote } => {
                 op.buf.writable()?;
+                check_right(remote, AccessFlags::REMOTE_READ, "an RDMA read")?;
                 fits_remote(len, remote)?;
             }
             OwnedKind::Atomic { remote, .. } => {
@@ -407,6 +411,7 @@ impl ChannelCore {
                         addr: remote.addr(),
                     });
                 }
+                check_right(remote, AccessFlags::REMOTE_ATOMIC, "a remote atomic")?;
                 fits_remote(8, remote)?;
                 if !self.atomics {
                     return Err(TransportError::AtomicsUnsupported { peer: op.peer });

@@ -1,6 +1,7 @@
 //! Work requests: what to send, write, receive or read, and where.
 
 use ferrovia_mr::RemoteMemoryRegion;
+use ferrovia_types::AccessFlags;
 
 use crate::element::{Gather, Scatter};
 use crate::error::{TransportError, TransportResult};
@@ -20,6 +21,21 @@ fn check_count(count: usize) -> TransportResult<()> {
 
 fn gather_len(g: &[Gather<'_>]) -> u64 {
     g.iter().map(|e| e.len() as u64).sum()
+}
+
+/// Whether the region's owner granted `right` for the operation `op`.
+pub(crate) fn check_right(
+    remote: &RemoteMemoryRegion,
+    right: AccessFlags,
+    op: &'static str,
+) -> TransportResult<()> {
+    if !remote.allows(right) {
+        return Err(TransportError::RemoteAccessDenied {
+            op,
+            granted: remote.access(),
+        });
+    }
+    Ok(())
 }
 
 pub(crate) fn fits_remote(local: u64, remote: &RemoteMemoryRegion) -> TransportResult<()> {
@@ -68,6 +84,7 @@ impl<'wr, 'env> WriteWorkRequest<'wr, 'env> {
     /// be large enough.
     pub fn new(gather: &'wr [Gather<'env>], remote: RemoteMemoryRegion) -> TransportResult<Self> {
         check_count(gather.len())?;
+        check_right(&remote, AccessFlags::REMOTE_WRITE, "an RDMA write")?;
         fits_remote(gather_len(gather), &remote)?;
         Ok(WriteWorkRequest {
             gather,
@@ -165,6 +182,7 @@ impl<'env> ReadWorkRequest<'env> {
         remote: RemoteMemoryRegion,
     ) -> TransportResult<Self> {
         let scatter = Scatters::collect(bufs)?;
+        check_right(&remote, AccessFlags::REMOTE_READ, "an RDMA read")?;
         fits_remote(scatter.total_len(), &remote)?;
         Ok(ReadWorkRequest { scatter, remote })
     }

@@ -445,12 +445,13 @@ impl Slots {
     }
 }
 
+/// A failed completion as an error naming its peer (`finish` filled it
+/// in: the request's own, or for a shared receive the sender).
 pub(crate) fn error_of(c: &Completion) -> CompletionError {
-    CompletionError {
-        wr_id: c.wr_id,
-        status: c.status,
-        vendor_err: c.vendor_err,
-        peer: c.peer,
+    let e = CompletionError::new(c.wr_id, c.status, c.vendor_err);
+    match c.peer {
+        Some(p) => e.with_peer(p as usize),
+        None => e,
     }
 }
 

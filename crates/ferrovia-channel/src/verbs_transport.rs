@@ -4,17 +4,19 @@
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferrovia_verbs::{
-    AsyncEvent, CompletionQueue, Context, Endpoint, ProtectionDomain, QueuePair, RecvWr, SendWr,
-    Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
+    AsyncEvent, CompletionQueue, Context, Endpoint, ProtectionDomain, QpCaps, QueuePair, RecvWr,
+    SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp, SendOp};
+use crate::qp_table::QpTable;
 use crate::transport::{SharedFlush, Transport};
 
 /// How many work requests are linked into one doorbell at most.
@@ -26,7 +28,10 @@ const POLL_BATCH: usize = 32;
 pub struct VerbsTransport {
     pub(crate) pd: ProtectionDomain,
     pub(crate) cq: CompletionQueue,
-    pub(crate) qps: Vec<QueuePair>,
+    pub(crate) qps: QpTable,
+    /// What every QP is built with (a renewed one too).
+    caps: QpCaps,
+    port: Option<u8>,
     /// Whether the device runs remote atomics (`atomic_cap`).
     atomics: bool,
     /// The shared receive pool, when the channel has one.
@@ -38,7 +43,7 @@ struct SharedPool {
     srq: SharedReceiveQueue,
     ctx: Context,
     /// (QP number, peer), sorted: names the sender of a shared receive.
-    peer_of_qpn: Vec<(u32, u32)>,
+    peer_of_qpn: RwLock<Vec<(u32, u32)>>,
     /// Set when a limit event arrived since the last check.
     limit_hit: AtomicBool,
 }
@@ -77,17 +82,9 @@ impl VerbsTransport {
             0 => None,
             n => Some(SharedReceiveQueue::new(pd, n, cfg.caps.max_recv_sge)?),
         };
-        let mut qps = Vec::with_capacity(peers);
-        for _ in 0..peers {
-            let mut b = QueuePair::builder(pd, &cq, &cq).caps(cfg.caps);
-            if let Some(port) = cfg.port {
-                b = b.port(port);
-            }
-            if let Some(srq) = &srq {
-                b = b.srq(srq);
-            }
-            qps.push(b.build()?);
-        }
+        let qps = (0..peers)
+            .map(|_| new_qp(pd, &cq, srq.as_ref(), cfg.caps, cfg.port))
+            .collect::<TransportResult<Vec<_>>>()?;
         let atomics = ctx.query_device()?.atomic_cap.supported();
         let shared = srq.map(|srq| {
             let mut peer_of_qpn: Vec<(u32, u32)> = qps
@@ -99,17 +96,50 @@ impl VerbsTransport {
             SharedPool {
                 srq,
                 ctx: ctx.clone(),
-                peer_of_qpn,
+                peer_of_qpn: RwLock::new(peer_of_qpn),
                 limit_hit: AtomicBool::new(false),
             }
         });
         Ok(VerbsTransport {
             pd: pd.clone(),
             cq,
-            qps,
+            qps: QpTable::new(qps),
+            caps: cfg.caps,
+            port: cfg.port,
             atomics,
             shared,
         })
+    }
+
+    /// Replaces `peer`'s QP by a fresh one on the same CQ (and pool), to
+    /// be connected anew; the old one must be in the error state with
+    /// nothing outstanding (the caller's scope drained it).
+    pub(crate) fn renew(&self, peer: usize) -> TransportResult<()> {
+        let qp = new_qp(
+            &self.pd,
+            &self.cq,
+            self.shared.as_ref().map(|p| &p.srq),
+            self.caps,
+            self.port,
+        )?;
+        // The core sized its bookkeeping by the first QP's granted caps.
+        let (old, new) = (self.qp(peer)?.caps(), qp.caps());
+        if new.max_send_wr < old.max_send_wr
+            || new.max_recv_wr < old.max_recv_wr
+            || new.max_inline_data < old.max_inline_data
+        {
+            return Err(TransportError::Config(format!(
+                "the device granted peer {peer}'s new QP smaller queues ({new:?}) than its first ({old:?})"
+            )));
+        }
+        if let Some(pool) = &self.shared {
+            let mut map = pool.peer_of_qpn.write().unwrap_or_else(|e| e.into_inner());
+            map.retain(|&(_, p)| p as usize != peer);
+            map.push((qp.qp_num(), peer as u32));
+            map.sort_unstable();
+        }
+        self.qps.replace(peer, qp);
+        Ok(())
     }
 
     fn pool(&self) -> TransportResult<&SharedPool> {
@@ -120,17 +150,18 @@ impl VerbsTransport {
     /// core knows the peer of every other request).
     fn name_senders(&self, out: &mut [Completion], wcs: &[WorkCompletion]) {
         if let Some(pool) = &self.shared {
+            let map = pool.peer_of_qpn.read().unwrap_or_else(|e| e.into_inner());
             for (o, wc) in out.iter_mut().zip(wcs) {
-                o.peer = pool.peer_of(wc.qp_num());
+                o.peer = peer_of(&map, wc.qp_num());
             }
         }
     }
 
-    pub(crate) fn endpoint(&self, peer: usize) -> Endpoint {
-        self.qps[peer].endpoint()
+    pub(crate) fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
+        Ok(self.qp(peer)?.endpoint())
     }
 
-    fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
+    pub(crate) fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
         self.qps.get(peer).ok_or(TransportError::NoSuchPeer {
             peer,
             count: self.qps.len(),
@@ -162,15 +193,29 @@ fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
     wr.signaled(op.signaled).inline(op.inline)
 }
 
-impl SharedPool {
-    fn peer_of(&self, qpn: u32) -> Option<u32> {
-        let i = self
-            .peer_of_qpn
-            .binary_search_by_key(&qpn, |&(q, _)| q)
-            .ok()?;
-        Some(self.peer_of_qpn[i].1)
-    }
+fn peer_of(map: &[(u32, u32)], qpn: u32) -> Option<u32> {
+    let i = map.binary_search_by_key(&qpn, |&(q, _)| q).ok()?;
+    Some(map[i].1)
+}
 
+fn new_qp(
+    pd: &ProtectionDomain,
+    cq: &CompletionQueue,
+    srq: Option<&SharedReceiveQueue>,
+    caps: QpCaps,
+    port: Option<u8>,
+) -> TransportResult<QueuePair> {
+    let mut b = QueuePair::builder(pd, cq, cq).caps(caps);
+    if let Some(port) = port {
+        b = b.port(port);
+    }
+    if let Some(srq) = srq {
+        b = b.srq(srq);
+    }
+    Ok(b.build()?)
+}
+
+impl SharedPool {
     /// Reads the device's async events without waiting, up to `deadline`
     /// for the ones `want` asks for; remembers a limit event of our SRQ.
     fn read_events(&self, deadline: Duration, mut want: impl FnMut(&AsyncEvent) -> bool) {
@@ -223,15 +268,15 @@ unsafe impl Transport for VerbsTransport {
     }
 
     fn send_depth(&self, peer: usize) -> u32 {
-        self.qps[peer].caps().max_send_wr
+        self.qps.get(peer).map_or(0, |q| q.caps().max_send_wr)
     }
 
     fn recv_depth(&self, peer: usize) -> u32 {
-        self.qps[peer].caps().max_recv_wr
+        self.qps.get(peer).map_or(0, |q| q.caps().max_recv_wr)
     }
 
     fn max_inline(&self, peer: usize) -> u32 {
-        self.qps[peer].caps().max_inline_data
+        self.qps.get(peer).map_or(0, |q| q.caps().max_inline_data)
     }
 
     fn atomics(&self) -> bool {
@@ -355,7 +400,7 @@ unsafe impl Transport for VerbsTransport {
     fn flush_shared(&self) -> TransportResult<SharedFlush> {
         let pool = self.pool()?;
         let mut waiting: Vec<u32> = Vec::with_capacity(self.qps.len());
-        for qp in &self.qps {
+        for qp in self.qps.iter() {
             qp.to_error()?;
             waiting.push(qp.qp_num());
         }

@@ -61,3 +61,66 @@ fn bad_atomics_are_typed_errors_before_posting() {
     );
     assert_eq!(double.posted.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
+
+#[test]
+fn requests_the_owner_did_not_allow_are_refused_before_posting() {
+    use ferrovia_channel::{Gather, ReadWorkRequest, WriteWorkRequest};
+    use ferrovia_types::AccessFlags;
+
+    let registry = support::registry();
+    let readable = registry
+        .register_buffer(vec![0u8; 64], RegisterOptions::local().allow_remote_read())
+        .unwrap();
+    let writable = registry
+        .alloc(64, RegisterOptions::local().allow_remote_write())
+        .unwrap();
+    let read_only = readable.registration().remote().unwrap();
+    let write_only = writable.registration().remote().unwrap();
+    assert_eq!(read_only.access(), AccessFlags::REMOTE_READ);
+    assert_eq!(write_only.access(), AccessFlags::REMOTE_WRITE);
+    // The rights travel with the descriptor, through its wire form too.
+    let read_only = RemoteMemoryRegion::decode(&read_only.encode()).unwrap();
+
+    let mut local = registry
+        .register_buffer(vec![1u8; 8], RegisterOptions::local())
+        .unwrap();
+    let g = [Gather::of(&local).unwrap()];
+    let e = WriteWorkRequest::new(&g, read_only).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TransportError::RemoteAccessDenied {
+                op: "an RDMA write",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("REMOTE_READ"), "{e}");
+    let e = ReadWorkRequest::new(Scatter::of(&mut local).unwrap(), write_only).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TransportError::RemoteAccessDenied {
+                op: "an RDMA read",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e =
+        AtomicWorkRequest::fetch_add(Scatter::of(&mut local).unwrap(), write_only, 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TransportError::RemoteAccessDenied {
+                op: "a remote atomic",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // A descriptor built by hand claims every right: the device decides.
+    let raw = RemoteMemoryRegion::new(0x1000, 64, 7).unwrap();
+    assert!(AtomicWorkRequest::fetch_add(Scatter::of(&mut local).unwrap(), raw, 1).is_ok());
+}

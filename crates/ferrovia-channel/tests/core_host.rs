@@ -1,6 +1,7 @@
 //! The engine behind every scope, on the host through a transport double:
 //! draining and flushing at the deadline, list posting that fails half-way,
-//! broken connections, and fresh work-request ids.
+//! broken connections, errors that name their peer, and fresh work-request
+//! ids.
 
 mod support;
 
@@ -170,4 +171,54 @@ fn every_request_gets_a_work_request_id_never_seen_before() {
     // A handful of slots served them all: ids differ by their epoch.
     let slots: HashSet<u32> = seen.iter().map(|&id| id as u32).collect();
     assert!(slots.len() <= 16, "{} slots used", slots.len());
+}
+
+/// Issue 13 part 2: errors name the peer, and a wait on work with a peer
+/// whose connection is known broken ends at once, even if the transport
+/// never completes that work.
+#[test]
+fn errors_name_their_peer_and_nothing_waits_on_a_broken_one() {
+    let double = Double::new(2, 8, Mode::Held);
+    let target = support::target(&double, cfg());
+    let registry = support::registry();
+    let mut inbox = registry
+        .register_buffer(vec![0u8; 16], RegisterOptions::local())
+        .unwrap();
+    let msg = registry
+        .register_buffer(vec![1u8; 8], RegisterOptions::local())
+        .unwrap();
+    let r = run_scope(&target, Unpolled::Drain, |s| {
+        let g = [Gather::of(&msg)?];
+        let held = s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?;
+        match held.wait(Duration::from_millis(10)) {
+            Err(TransportError::Timeout { peer: 0, .. }) => {}
+            other => panic!("expected a timeout naming peer 0: {other:?}"),
+        }
+        let first = s.post_send(PeerSendWorkRequest::new(1, SendWorkRequest::new(&g)?))?;
+        let never = s.post_receive(PeerReceiveWorkRequest::new(
+            1,
+            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+        ))?;
+        double.fail_one(1);
+        match first.wait(Duration::from_secs(1)) {
+            Err(TransportError::Completion(c)) => {
+                assert_eq!(c.peer, Some(1));
+                assert!(c.to_string().contains("with peer 1"), "{c}");
+            }
+            other => panic!("expected peer 1's failure: {other:?}"),
+        }
+        let started = Instant::now();
+        let waited = never.wait(Duration::from_secs(10));
+        assert!(
+            matches!(waited, Err(TransportError::Broken { peer: 1 })),
+            "{waited:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+        Ok::<_, TransportError>(())
+    });
+    // The drain flushes what the double held, and its report names peers.
+    match r {
+        Err(ScopeError::Drain(d)) => assert_eq!(d.flushed.len(), 2, "{d}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -103,7 +103,7 @@ impl Registration<'_> {
                 needed: "REMOTE_READ, REMOTE_WRITE or REMOTE_ATOMIC",
             });
         }
-        Ok(self.view().remote())
+        Ok(self.view().remote().restrict(self.access()))
     }
 }
 

@@ -1,21 +1,23 @@
 //! The versioned wire form of [`RemoteMemoryRegion`].
 //!
 //! One version byte, then `addr`, `len` and `rkey` as unsigned LEB128
-//! varints: exactly postcard's encoding of `(u64, u64, u32)` (a test checks
-//! it against postcard), written by hand because this sits on the
-//! descriptor-exchange path and must stay a few nanoseconds. Only the
-//! canonical (shortest) form decodes, so one region has one encoding; a
-//! newer version is refused with a typed error instead of guessed at.
+//! varints and one byte of remote rights: exactly postcard's encoding of
+//! `(u64, u64, u32, u8)` (a test checks it against postcard), written by
+//! hand because this sits on the descriptor-exchange path and must stay a
+//! few nanoseconds. Only the canonical (shortest) form decodes, so one
+//! region has one encoding. Version 1 (no rights byte) still decodes, as a
+//! region whose rights are not known; a newer version is refused with a
+//! typed error instead of guessed at.
 
 use crate::error::MrError;
-use crate::remote::RemoteMemoryRegion;
+use crate::remote::{RemoteMemoryRegion, rights};
 
-/// The wire version this build writes and reads.
-pub const WIRE_VERSION: u8 = 1;
+/// The wire version this build writes (it reads this one and 1).
+pub const WIRE_VERSION: u8 = 2;
 
 /// The longest encoding: version byte + two u64 varints (10 each) + a u32
-/// varint (5).
-pub const WIRE_MAX_LEN: usize = 1 + 10 + 10 + 5;
+/// varint (5) + the rights byte.
+pub const WIRE_MAX_LEN: usize = 1 + 10 + 10 + 5 + 1;
 
 fn put_varint(out: &mut [u8; WIRE_MAX_LEN], pos: &mut usize, mut v: u64) {
     loop {
@@ -68,6 +70,8 @@ impl RemoteMemoryRegion {
         put_varint(buf, &mut pos, self.addr());
         put_varint(buf, &mut pos, self.len());
         put_varint(buf, &mut pos, u64::from(self.rkey()));
+        buf[pos] = self.access().bits() as u8;
+        pos += 1;
         &buf[..pos]
     }
 
@@ -79,7 +83,7 @@ impl RemoteMemoryRegion {
     /// Decodes a wire form; every malformed input is a typed error.
     pub fn decode(bytes: &[u8]) -> Result<RemoteMemoryRegion, MrError> {
         let &version = bytes.first().ok_or(MrError::Truncated { len: 0 })?;
-        if version != WIRE_VERSION {
+        if version != WIRE_VERSION && version != 1 {
             return Err(MrError::UnknownWireVersion {
                 found: version,
                 supported: WIRE_VERSION,
@@ -89,19 +93,29 @@ impl RemoteMemoryRegion {
         let addr = take_varint(bytes, &mut pos, 64)?;
         let len = take_varint(bytes, &mut pos, 64)?;
         let rkey = take_varint(bytes, &mut pos, 32)? as u32;
+        let access = if version == 1 {
+            ferrovia_types::AccessFlags::REMOTE_ANY
+        } else {
+            let &byte = bytes
+                .get(pos)
+                .ok_or(MrError::Truncated { len: bytes.len() })?;
+            pos += 1;
+            rights(byte)?
+        };
         if pos != bytes.len() {
             return Err(MrError::Malformed(format!(
                 "{} trailing bytes",
                 bytes.len() - pos
             )));
         }
-        RemoteMemoryRegion::new(addr, len, rkey)
+        Ok(RemoteMemoryRegion::new(addr, len, rkey)?.restrict(access))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrovia_types::AccessFlags;
 
     #[test]
     fn round_trip_and_sizes() {
@@ -133,11 +147,13 @@ mod tests {
             let Ok(r) = RemoteMemoryRegion::new(addr, len, rkey) else {
                 continue;
             };
+            let rights = (x % 8) as u8 * 2; // every subset of the remote bits
+            let r = r.restrict(AccessFlags::from_bits(u32::from(rights)));
             let ours = r.encode();
-            let theirs = postcard::to_allocvec(&(addr, len, rkey)).unwrap();
+            let theirs = postcard::to_allocvec(&(addr, len, rkey, rights)).unwrap();
             assert_eq!(&ours[1..], &theirs[..]);
-            let back: (u64, u64, u32) = postcard::from_bytes(&ours[1..]).unwrap();
-            assert_eq!(back, (addr, len, rkey));
+            let back: (u64, u64, u32, u8) = postcard::from_bytes(&ours[1..]).unwrap();
+            assert_eq!(back, (addr, len, rkey, rights));
             checked += 1;
         }
         assert!(checked > 1000);
@@ -159,17 +175,29 @@ mod tests {
                 "cut at {cut}"
             );
         }
-        let mut v2 = good.clone();
-        v2[0] = 2;
+        let mut v3 = good.clone();
+        v3[0] = 3;
         assert!(matches!(
-            RemoteMemoryRegion::decode(&v2),
+            RemoteMemoryRegion::decode(&v3),
             Err(MrError::UnknownWireVersion {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             })
         ));
+        // Rights that are not remote ones (LOCAL_WRITE) are refused.
+        let mut local = good.clone();
+        *local.last_mut().unwrap() = 1;
+        assert!(matches!(
+            RemoteMemoryRegion::decode(&local),
+            Err(MrError::Malformed(_))
+        ));
+        // Version 1 has no rights byte: its rights are not known.
+        let mut v1 = good[..good.len() - 1].to_vec();
+        v1[0] = 1;
+        let old = RemoteMemoryRegion::decode(&v1).unwrap();
+        assert_eq!(old.access(), AccessFlags::REMOTE_ANY);
         // An over-long varint for the rkey (7 = 0x87 0x00) is refused.
-        let mut overlong = good.clone();
+        let mut overlong = v1.clone();
         let last = overlong.len() - 1;
         overlong[last] |= 0x80;
         overlong.push(0);

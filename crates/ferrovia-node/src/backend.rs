@@ -218,7 +218,11 @@ impl Opened {
     }
 
     /// Connects to every rank (`links[j]` from rank `j`).
-    pub(crate) fn connect(self, rank: usize, links: Vec<Link>) -> Result<MultiChannel, NodeError> {
+    pub(crate) fn connect(
+        self,
+        rank: usize,
+        links: Vec<Link>,
+    ) -> Result<(MultiChannel, Renewer), NodeError> {
         let mine = match &self {
             #[cfg(feature = "verbs")]
             Opened::Verbs(_) => Backend::Verbs,
@@ -241,10 +245,14 @@ impl Opened {
                         let ep: Endpoint = postcard::from_bytes(&bytes).map_err(|e| {
                             BootstrapError::Protocol(format!("rank {j} sent a bad endpoint: {e}"))
                         })?;
-                        m.connect(j, &ep)?;
+                        m.connect(j, &ep).map_err(|e| BootstrapError::Connect {
+                            rank,
+                            peer: Some(j),
+                            source: Box::new(e.into()),
+                        })?;
                     }
                 }
-                Ok(m)
+                Ok((m, Renewer::Verbs))
             }
             #[cfg(feature = "ucx")]
             Opened::Ucx {
@@ -259,15 +267,84 @@ impl Opened {
                         Link::Verbs(_) => None,
                     })
                     .collect();
-                transport.connect(rank, &addresses)?;
-                Ok(MultiChannel::over(
-                    Arc::new(transport),
-                    registry,
-                    channel.config().clone(),
+                transport
+                    .connect(rank, &addresses)
+                    .map_err(|e| BootstrapError::Connect {
+                        rank,
+                        peer: None,
+                        source: Box::new(e.into()),
+                    })?;
+                let transport = Arc::new(transport);
+                Ok((
+                    MultiChannel::over(transport.clone(), registry, channel.config().clone()),
+                    Renewer::Ucx(transport),
                 ))
             }
         }
     }
+}
+
+/// What a node keeps of its backend to replace one connection
+/// ([`Node::reconnect`](crate::Node::reconnect)).
+pub(crate) enum Renewer {
+    #[cfg(feature = "verbs")]
+    Verbs,
+    #[cfg(feature = "ucx")]
+    Ucx(Arc<ferrovia_ucx::UcxTransport>),
+}
+
+impl Renewer {
+    /// Replaces this side of the connection to `peer` with a fresh one;
+    /// what the peer needs to connect to it (a postcard [`Link`]).
+    pub(crate) fn renew(
+        &self,
+        multi: &mut MultiChannel,
+        peer: usize,
+    ) -> Result<Vec<u8>, NodeError> {
+        let link = match self {
+            #[cfg(feature = "verbs")]
+            Renewer::Verbs => {
+                let ep = multi.renew(peer)?;
+                Link::Verbs(postcard::to_allocvec(&ep).map_err(protocol)?)
+            }
+            #[cfg(feature = "ucx")]
+            Renewer::Ucx(transport) => {
+                let _ = (multi, peer, transport);
+                return Err(NodeError::Transport(
+                    ferrovia_channel::TransportError::Config(
+                        "reconnecting over UCX is not implemented yet".into(),
+                    ),
+                ));
+            }
+        };
+        postcard::to_allocvec(&link).map_err(protocol)
+    }
+
+    /// Connects the renewed side to the peer's renewed side `link`.
+    pub(crate) fn connect(
+        &self,
+        multi: &mut MultiChannel,
+        peer: usize,
+        link: &[u8],
+    ) -> Result<(), NodeError> {
+        let link: Link = postcard::from_bytes(link).map_err(protocol)?;
+        match (self, link) {
+            #[cfg(feature = "verbs")]
+            (Renewer::Verbs, Link::Verbs(bytes)) => {
+                let ep: Endpoint = postcard::from_bytes(&bytes).map_err(protocol)?;
+                Ok(multi.connect(peer, &ep)?)
+            }
+            (_, other) => Err(BootstrapError::Protocol(format!(
+                "rank {peer} renewed its side on the {} backend",
+                other.backend()
+            ))
+            .into()),
+        }
+    }
+}
+
+fn protocol(e: postcard::Error) -> NodeError {
+    BootstrapError::Protocol(format!("a renewed link: {e}")).into()
 }
 
 #[cfg(test)]

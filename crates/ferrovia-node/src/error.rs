@@ -52,6 +52,42 @@ pub enum BootstrapError {
         #[source]
         source: std::io::Error,
     },
+    /// A wait of the bootstrap ran out of time (for rank 0's answer, a
+    /// rank's report, ...).
+    #[error("bootstrap timed out after {after:?} waiting for {what}")]
+    TimedOut {
+        /// What was awaited.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// A local job ([`Node::from_env_or_launch`](crate::Node::from_env_or_launch))
+    /// was asked for no rank.
+    #[error("a local job needs at least one rank; from_env_or_launch was asked for {ranks}")]
+    NoRanks {
+        /// The number asked for.
+        ranks: usize,
+    },
+    /// Starting the ranks of a local job failed.
+    #[error("local launch: {what}: {source}")]
+    Launch {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Connecting to the ranks' transports after the exchange failed.
+    #[error("rank {rank} could not connect to {}: {source}", peer.map_or_else(|| "its peers (the UCX transport does not say which)".to_owned(), |p| format!("rank {p}")))]
+    Connect {
+        /// This rank.
+        rank: usize,
+        /// The rank it could not connect to, when the transport says.
+        peer: Option<usize>,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
     /// Not every rank checked in before the deadline.
     #[error("bootstrap timed out after {after:?}: rank(s) {missing:?} never checked in")]
     MissingRanks {
@@ -65,6 +101,19 @@ pub enum BootstrapError {
     Unreachable {
         /// Its address.
         addr: String,
+        /// How long it tried.
+        after: Duration,
+        /// The last connection error.
+        last: String,
+    },
+    /// A peer's control port did not answer before the deadline (it is
+    /// gone, or not reconnecting).
+    #[error("rank {peer}'s control port {addr} did not answer within {after:?}: {last}")]
+    PeerUnreachable {
+        /// The peer.
+        peer: usize,
+        /// Its control port.
+        addr: std::net::SocketAddr,
         /// How long it tried.
         after: Duration,
         /// The last connection error.
@@ -181,6 +230,17 @@ pub enum NodeError {
     /// Registering memory.
     #[error(transparent)]
     Memory(#[from] MrError),
+    /// Replacing the connection to `peer` failed.
+    #[error("reconnecting to rank {peer} failed after {after:?}: {source}")]
+    Reconnect {
+        /// The rank on the other side.
+        peer: usize,
+        /// How long it tried.
+        after: Duration,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
     /// Setting up the UCX backend.
     #[cfg(feature = "ucx")]
     #[error(transparent)]

@@ -2,7 +2,11 @@
 //! explicit `FERROVIA_*` variables, torchrun, Slurm, Open MPI / PMIx, or a
 //! config file listing the hosts.
 
+use std::path::PathBuf;
+
+use crate::address;
 use crate::error::BootstrapError;
+use crate::token::{self, TokenSource};
 
 /// Port of the rendezvous when none is given (torchrun's default).
 pub const DEFAULT_PORT: u16 = 29500;
@@ -26,6 +30,7 @@ pub enum Launcher {
 
 /// Who this process is in the job, and where rank 0 listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LaunchInfo {
     /// This process's rank.
     pub rank: usize,
@@ -35,8 +40,14 @@ pub struct LaunchInfo {
     pub rendezvous: String,
     /// The job token every connection must present.
     pub token: String,
+    /// Where the token came from.
+    pub token_source: TokenSource,
     /// Where this came from.
     pub launcher: Launcher,
+    /// `FERROVIA_RENDEZVOUS_PORT_FILE`: where rank 0 writes the port it
+    /// listens on (for a launcher that gave it port 0, to pass the port the
+    /// OS chose on to the other ranks).
+    pub port_file: Option<PathBuf>,
 }
 
 type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -49,7 +60,10 @@ fn need(env: Env<'_>, name: &'static str, hint: &'static str) -> Result<String, 
     get(env, name).ok_or(BootstrapError::MissingVar { name, hint })
 }
 
-fn number(name: &str, value: &str) -> Result<usize, BootstrapError> {
+fn number<T: std::str::FromStr<Err = std::num::ParseIntError>>(
+    name: &str,
+    value: &str,
+) -> Result<T, BootstrapError> {
     value
         .trim()
         .parse()
@@ -60,55 +74,19 @@ fn number(name: &str, value: &str) -> Result<usize, BootstrapError> {
         })
 }
 
+/// `addr` (from variable `name`) checked and written as `host:port`.
 fn with_port(name: &str, addr: &str) -> Result<String, BootstrapError> {
-    let addr = addr.trim();
-    if addr.is_empty() {
-        return Err(BootstrapError::MalformedVar {
-            name: name.to_owned(),
-            value: addr.to_owned(),
-            reason: "empty address".into(),
-        });
-    }
-    // host, host:port, [v6]:port
-    let has_port = match addr.rsplit_once(':') {
-        Some((host, port)) => {
-            (!host.contains(':') || host.ends_with(']')) && port.parse::<u16>().is_ok()
-        }
-        None => false,
-    };
-    Ok(if has_port {
-        addr.to_owned()
-    } else {
-        format!("{addr}:{DEFAULT_PORT}")
-    })
+    Ok(address::parse(name, addr, DEFAULT_PORT)?.to_string())
 }
 
 /// The rendezvous for launchers that do not provide one.
-fn rendezvous_var(env: Env<'_>, launcher: &'static str) -> Result<String, BootstrapError> {
-    let _ = launcher;
+fn rendezvous_var(env: Env<'_>) -> Result<String, BootstrapError> {
     let addr = need(
         env,
         "FERROVIA_RENDEZVOUS",
         "set it to rank 0's host:port for Slurm and mpirun jobs",
     )?;
     with_port("FERROVIA_RENDEZVOUS", &addr)
-}
-
-fn token(env: Env<'_>) -> String {
-    for name in [
-        "FERROVIA_JOB_TOKEN",
-        "TORCHELASTIC_RUN_ID",
-        "SLURM_JOB_ID",
-        "PMIX_NAMESPACE",
-        "OMPI_MCA_ess_base_jobid",
-    ] {
-        if let Some(v) = get(env, name) {
-            return format!("{name}={v}");
-        }
-    }
-    // No job identity at all: ranks of one job still agree, strangers who
-    // do not know this constant are still refused.
-    "ferrovia-default-token".into()
 }
 
 /// Reads the launch configuration from environment variables, trying in
@@ -141,12 +119,12 @@ pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
         let addr = need(env, "MASTER_ADDR", "torchrun sets it")?;
         let port = match get(env, "MASTER_PORT") {
             Some(p) => number("MASTER_PORT", &p)?,
-            None => usize::from(DEFAULT_PORT),
+            None => DEFAULT_PORT,
         };
         (
             number("RANK", &rank)?,
             number("WORLD_SIZE", &size)?,
-            with_port("MASTER_ADDR", &format!("{addr}:{port}"))?,
+            address::parse("MASTER_ADDR", &addr, port)?.to_string(),
             Launcher::Torchrun,
         )
     } else if let Some(rank) = get(env, "SLURM_PROCID") {
@@ -154,7 +132,7 @@ pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
         (
             number("SLURM_PROCID", &rank)?,
             number("SLURM_NTASKS", &size)?,
-            rendezvous_var(env, "Slurm")?,
+            rendezvous_var(env)?,
             Launcher::Slurm,
         )
     } else if let Some((name, rank)) = get(env, "OMPI_COMM_WORLD_RANK")
@@ -170,7 +148,7 @@ pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
         (
             number(name, &rank)?,
             number("OMPI_COMM_WORLD_SIZE", &size)?,
-            rendezvous_var(env, "mpirun")?,
+            rendezvous_var(env)?,
             Launcher::OpenMpi,
         )
     } else {
@@ -182,12 +160,29 @@ pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
     if world_size == 0 || rank >= world_size {
         return Err(BootstrapError::RankOutOfRange { rank, world_size });
     }
+    if rank != 0 && rendezvous.ends_with(":0") {
+        let name = match launcher {
+            Launcher::HostFile => "FERROVIA_HOSTFILE",
+            Launcher::Torchrun => "MASTER_PORT",
+            _ => "FERROVIA_RENDEZVOUS",
+        };
+        return Err(BootstrapError::MalformedVar {
+            name: name.into(),
+            value: rendezvous,
+            reason: format!(
+                "port 0 is for rank 0 only (the OS picks its port); rank {rank} needs the port it picked"
+            ),
+        });
+    }
+    let (token, token_source) = token::from_env(&|name| get(env, name))?;
     Ok(LaunchInfo {
         rank,
         world_size,
         rendezvous,
-        token: token(env),
+        token,
+        token_source,
         launcher,
+        port_file: get(env, "FERROVIA_RENDEZVOUS_PORT_FILE").map(PathBuf::from),
     })
 }
 
@@ -218,7 +213,7 @@ fn parse_hostfile(path: &str, text: &str) -> Result<(usize, String), BootstrapEr
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let v: Vec<(String, String)> = pairs
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -274,16 +269,22 @@ mod tests {
             ("OMPI_COMM_WORLD_RANK", "2"),
             ("OMPI_COMM_WORLD_SIZE", "3"),
             ("FERROVIA_RENDEZVOUS", "[::1]:9000"),
+            ("OMPI_MCA_ess_base_jobid", "5"),
         ]);
         let i = from_vars(&e).unwrap();
         assert_eq!(
             (i.rank, i.world_size, i.rendezvous.as_str(), i.launcher),
             (2, 3, "[::1]:9000", Launcher::OpenMpi)
         );
+        assert_eq!(
+            i.token_source,
+            TokenSource::Launcher("OMPI_MCA_ess_base_jobid")
+        );
         let e = env(&[
             ("PMIX_RANK", "0"),
             ("FERROVIA_WORLD_SIZE", "2"),
             ("FERROVIA_RENDEZVOUS", "h:1"),
+            ("PMIX_NAMESPACE", "job.7"),
         ]);
         assert_eq!(from_vars(&e).unwrap().world_size, 2);
     }
@@ -337,5 +338,65 @@ mod tests {
             parse_hostfile("f", "# nothing\n"),
             Err(BootstrapError::ConfigFile { .. })
         ));
+    }
+
+    fn by_hand(rendezvous: &str) -> impl Fn(&str) -> Option<String> + use<> {
+        env(&[
+            ("FERROVIA_RANK", "1"),
+            ("FERROVIA_WORLD_SIZE", "2"),
+            ("FERROVIA_RENDEZVOUS", rendezvous),
+            ("FERROVIA_JOB_TOKEN", "t"),
+        ])
+    }
+
+    fn refused(e: &dyn Fn(&str) -> Option<String>) -> (String, String) {
+        match from_vars(e) {
+            Err(BootstrapError::MalformedVar { name, reason, .. }) => (name, reason),
+            other => panic!("accepted: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_malformed_rendezvous_is_refused_at_once_naming_the_variable() {
+        for bad in ["127.0.0.1:notaport", ":", ":29500", "h:70000", "::1", "a b"] {
+            let (name, reason) = refused(&by_hand(bad));
+            assert_eq!(name, "FERROVIA_RENDEZVOUS", "{bad}: {reason}");
+        }
+        let (name, reason) = refused(&by_hand("127.0.0.1:0"));
+        assert!(
+            name == "FERROVIA_RENDEZVOUS" && reason.contains("rank 0 only"),
+            "{reason}"
+        );
+        for (port, why) in [("x", "invalid digit"), ("70000", "too large")] {
+            let e = env(&[
+                ("RANK", "1"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "h"),
+                ("MASTER_PORT", port),
+                ("TORCHELASTIC_RUN_ID", "r"),
+            ]);
+            let (name, reason) = refused(&e);
+            assert_eq!(name, "MASTER_PORT");
+            assert!(reason.contains(why), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_job_without_a_token_or_a_job_id_does_not_start() {
+        let e = env(&[
+            ("FERROVIA_RANK", "0"),
+            ("FERROVIA_WORLD_SIZE", "2"),
+            ("FERROVIA_RENDEZVOUS", "127.0.0.1:0"),
+        ]);
+        match from_vars(&e) {
+            Err(BootstrapError::MissingVar { name, .. }) => assert_eq!(name, "FERROVIA_JOB_TOKEN"),
+            other => panic!("{other:?}"),
+        }
+        let i = from_vars(&by_hand("h:5")).unwrap();
+        assert_eq!(
+            (i.token.as_str(), i.token_source),
+            ("t", TokenSource::Explicit)
+        );
+        assert_eq!(i.port_file, None);
     }
 }

@@ -6,11 +6,15 @@
 //!
 //! A [`Node`] is one rank of a job started by the launcher people already
 //! use (torchrun, Slurm's srun, mpirun, or explicit `FERROVIA_*`
-//! variables; see [`from_vars`]), or started by itself
+//! variables; see [`launch::from_vars`]), or started by itself
 //! ([`Node::from_env_or_launch`]). Rank 0 hosts a TCP rendezvous:
 //! every rank sends its queue-pair endpoints (or UCX worker address) once
-//! and receives everyone's
-//! (O(n) connections, a job token checked on each, deadlines throughout).
+//! and receives everyone's (O(n) connections, a job token checked on each
+//! before anything else is read, deadlines throughout, and rank 0's threads,
+//! connections and memory bounded whatever connects: see
+//! `docs/ARCHITECTURE.md`). The token is `FERROVIA_JOB_TOKEN`, else derived
+//! from the launcher's job id (no secret, but no public default either: a
+//! job with neither does not start); a local launch makes a random one.
 //! Then every rank holds one RC connection to every rank and posts to
 //! peers by rank inside [`Node::scope`], with [`NodeScope::barrier`]:
 //! one-sided RDMA writes read with atomic loads, each signal matched to
@@ -20,8 +24,10 @@
 //! that did not arrive.
 #![forbid(unsafe_code)]
 
+mod address;
 mod backend;
 mod barrier;
+mod control;
 mod error;
 mod launcher;
 mod local_launch;
@@ -29,13 +35,25 @@ mod logging;
 mod node;
 mod rendezvous;
 mod sync_region;
+mod token;
 mod wire;
 
 pub use backend::Backend;
 pub use barrier::{BarrierAlgorithm, BarrierTask};
 pub use error::{BarrierError, BootstrapError, NodeError};
-pub use launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
-pub use rendezvous::{RendezvousConfig, Session, exchange};
-pub use wire::PROTOCOL_VERSION;
+
+/// How a rank learns who it is: the launchers' variables, read.
+pub mod launch {
+    pub use crate::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+    pub use crate::token::TokenSource;
+}
+
+/// The bootstrap exchange through rank 0 that [`Node`] runs,
+/// for programs that connect transports of their own.
+pub mod bootstrap {
+    pub use crate::rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
+    pub use crate::wire::PROTOCOL_VERSION;
+}

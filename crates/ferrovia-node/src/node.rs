@@ -1,7 +1,8 @@
 //! `Node`: one rank of a job, connected to every other rank.
 
 use std::cell::RefCell;
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
     ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
@@ -12,18 +13,22 @@ use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, Backend, Link, Opened};
+use crate::backend::{self, Backend, Link, Opened, Renewer};
 use crate::barrier::{self, BarrierAlgorithm, RankState};
+use crate::control::{ControlPort, Handshake};
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
-use crate::rendezvous::{self, RendezvousConfig};
+use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
+use crate::token::{self, TokenSource};
 
 /// What each rank tells each peer at the rendezvous.
 #[derive(Serialize, Deserialize)]
 struct PeerInfo {
     link: Link,
     sync: RemoteMemoryRegion,
+    /// Where the rank's control port listens (reconnects).
+    control: SocketAddr,
 }
 
 /// One rank of a job: a connection to every rank (its own included, in
@@ -55,6 +60,12 @@ pub struct Node {
     barrier: RefCell<RankState>,
     algorithm: BarrierAlgorithm,
     launcher: Option<Launcher>,
+    renewer: Renewer,
+    /// The job token, which a reconnecting peer shows.
+    token: String,
+    control: ControlPort,
+    /// Every rank's control port.
+    controls: Vec<SocketAddr>,
 }
 
 /// Builds a [`Node`].
@@ -63,8 +74,9 @@ pub struct NodeBuilder {
     rank: usize,
     world_size: usize,
     rendezvous: String,
-    token: String,
+    token: Option<(String, TokenSource)>,
     launcher: Option<Launcher>,
+    port_file: Option<std::path::PathBuf>,
     bootstrap_timeout: Duration,
     algorithm: BarrierAlgorithm,
     channel: ChannelBuilder,
@@ -73,7 +85,10 @@ pub struct NodeBuilder {
 
 impl NodeBuilder {
     /// A node of rank `rank` in a world of `world_size`, meeting at rank
-    /// 0's `rendezvous` (`host:port`).
+    /// 0's `rendezvous` (`host:port`; rank 0 listens on exactly that
+    /// address when it is an IP address, and port 0 lets the OS pick). The
+    /// job token is `FERROVIA_JOB_TOKEN` unless [`NodeBuilder::token`] sets
+    /// one; without either, `build` fails.
     pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
         // Short transport timeouts: a dead peer should surface in well
         // under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
@@ -89,8 +104,11 @@ impl NodeBuilder {
             world_size,
             rendezvous: rendezvous.into(),
             token: std::env::var("FERROVIA_JOB_TOKEN")
-                .unwrap_or_else(|_| "ferrovia-default-token".into()),
+                .ok()
+                .filter(|t| !t.is_empty())
+                .map(|t| (t, TokenSource::Explicit)),
             launcher: None,
+            port_file: None,
             bootstrap_timeout: Duration::from_secs(60),
             algorithm: BarrierAlgorithm::default(),
             channel,
@@ -108,14 +126,54 @@ impl NodeBuilder {
     /// From a launcher's configuration.
     pub fn from_launch(info: &LaunchInfo) -> NodeBuilder {
         let mut b = NodeBuilder::new(info.rank, info.world_size, info.rendezvous.clone());
-        b.token = info.token.clone();
+        b.token = Some((info.token.clone(), info.token_source));
         b.launcher = Some(info.launcher);
+        b.port_file = info.port_file.clone();
         b
     }
 
-    /// The job token every bootstrap connection must present.
+    /// [`Node::from_env_or_launch`] with settings: the builder of this
+    /// rank, from the launcher's environment; or, with no launcher (a
+    /// plain `cargo run`), this process starts `ranks` copies of itself as
+    /// one job and exits with their status instead of returning.
+    ///
+    /// ```no_run
+    /// use ferrovia_channel::ChannelBuilder;
+    /// use ferrovia_node::NodeBuilder;
+    ///
+    /// # fn main() -> Result<(), ferrovia_node::NodeError> {
+    /// let node = NodeBuilder::from_env_or_launch(4)?
+    ///     .channel(ChannelBuilder::default().shared_receives(64))
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_env_or_launch(ranks: usize) -> Result<NodeBuilder, NodeError> {
+        if ranks == 0 {
+            return Err(BootstrapError::NoRanks { ranks }.into());
+        }
+        match launcher::from_vars(&|k| std::env::var(k).ok()) {
+            Ok(info) => Ok(NodeBuilder::from_launch(&info)),
+            Err(BootstrapError::MissingVar {
+                name: "FERROVIA_RANK",
+                ..
+            }) => match crate::local_launch::launch_here(ranks)? {},
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The job token every bootstrap connection must present (1 to 1024
+    /// bytes, the same on every rank; keep it secret to keep strangers out).
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = token.into();
+        self.token = Some((token.into(), TokenSource::Explicit));
+        self
+    }
+
+    /// Rank 0 writes the port it listens on to `path` (a line of digits,
+    /// written whole): with port 0 in the rendezvous address, how a
+    /// launcher learns the port the OS chose.
+    pub fn report_port_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.port_file = Some(path.into());
         self
     }
 
@@ -148,6 +206,21 @@ impl NodeBuilder {
             }
             .into());
         }
+        let (job_token, token_source) = self.token.clone().ok_or_else(token::missing)?;
+        token::check("job token", &job_token)?;
+        let cfg = RendezvousConfig {
+            rank,
+            world_size: n,
+            addr: self.rendezvous.clone(),
+            token: job_token,
+            timeout: self.bootstrap_timeout,
+        };
+        // Rank 0 listens first, so the others can connect while it opens
+        // its transport, and a launcher that gave it port 0 learns the port.
+        let listening = match rank {
+            0 => Some(self.listen(&cfg, token_source)?),
+            _ => None,
+        };
         let explicit = match self.backend {
             Some(b) => Some(b),
             None => Backend::from_env()?,
@@ -157,38 +230,38 @@ impl NodeBuilder {
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
         let sync_remote = sync.exposed()?;
+        let control = ControlPort::bind(&cfg.addr)?;
         let blobs = (0..n)
             .map(|j| {
                 let info = PeerInfo {
                     link: opened.link(j)?,
                     sync: sync_remote,
+                    control: control.addr(),
                 };
                 postcard::to_allocvec(&info)
                     .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
-        let cfg = RendezvousConfig {
-            rank,
-            world_size: n,
-            addr: self.rendezvous.clone(),
-            token: self.token.clone(),
-            timeout: self.bootstrap_timeout,
-        };
         log::info!(
             "rank {rank} of {n}: backend {description}, meeting at {} ({:?})",
             self.rendezvous,
             self.launcher
         );
-        let (session, theirs) = rendezvous::exchange(&cfg, blobs)?;
+        let (session, theirs) = match listening {
+            Some(rv) => rv.exchange(&cfg, blobs)?,
+            None => rendezvous::exchange(&cfg, blobs)?,
+        };
         let mut links = Vec::with_capacity(n);
+        let mut controls = Vec::with_capacity(n);
         for (j, blob) in theirs.iter().enumerate() {
             let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
                 BootstrapError::Protocol(format!("rank {j}'s connection info: {e}"))
             })?;
             links.push(info.link);
             sync.remote.push(info.sync);
+            controls.push(info.control);
         }
-        let multi = opened.connect(rank, links)?;
+        let (multi, renewer) = opened.connect(rank, links)?;
         session.ready()?;
         log::info!("rank {rank} of {n}: connected to every rank");
         Ok(Node {
@@ -201,7 +274,31 @@ impl NodeBuilder {
             barrier: RefCell::new(RankState::new(rank, n)),
             algorithm: self.algorithm,
             launcher: self.launcher,
+            renewer,
+            token: cfg.token,
+            control,
+            controls,
         })
+    }
+}
+
+impl NodeBuilder {
+    /// Rank 0's listening rendezvous, its port reported if asked.
+    fn listen(&self, cfg: &RendezvousConfig, source: TokenSource) -> Result<Rendezvous, NodeError> {
+        let rv = Rendezvous::bind(cfg)?;
+        let at = rv.local_addr();
+        token::warn_if_public(source, at);
+        if let Some(path) = &self.port_file {
+            // Whole or not at all: the reader polls for the file.
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            std::fs::write(&tmp, format!("{}\n", at.port()))
+                .and_then(|()| std::fs::rename(&tmp, path))
+                .map_err(|e| BootstrapError::Io {
+                    what: format!("report the rendezvous port to {}", path.display()),
+                    source: e,
+                })?;
+        }
+        Ok(rv)
     }
 }
 
@@ -230,15 +327,10 @@ impl Node {
     /// process (a plain `cargo run`), this process becomes the launcher: it
     /// starts `ranks` copies of itself on this machine as one job, waits
     /// for them, and exits with their status instead of returning.
+    /// The job gets a random token, and rank 0 listens on 127.0.0.1 at a
+    /// port the OS chooses. `ranks` must be at least 1.
     pub fn from_env_or_launch(ranks: usize) -> Result<Node, NodeError> {
-        match launcher::from_vars(&|k| std::env::var(k).ok()) {
-            Ok(info) => NodeBuilder::from_launch(&info).build(),
-            Err(BootstrapError::MissingVar {
-                name: "FERROVIA_RANK",
-                ..
-            }) => match crate::local_launch::launch_here(ranks)? {},
-            Err(e) => Err(e.into()),
-        }
+        NodeBuilder::from_env_or_launch(ranks)?.build()
     }
 
     /// This rank.
@@ -264,6 +356,52 @@ impl Node {
     /// The launcher the configuration came from, if any.
     pub fn launcher(&self) -> Option<Launcher> {
         self.launcher
+    }
+
+    /// Replaces the connection to `peer` with a fresh one (verbs: a new
+    /// queue pair; UCX: a new endpoint), for a connection a drain deadline
+    /// or an error completion left in the error state. `peer` must call
+    /// `reconnect` with this rank too, within `timeout`: the two agree over
+    /// a TCP control path each rank opened at bootstrap (the lower rank
+    /// dials the higher one's control port and shows the job token), trade
+    /// their renewed sides, and both are connected when either returns.
+    /// Other ranks are not disturbed. A peer that never comes (dead, or
+    /// not reconnecting) fails it within `timeout`, naming the peer.
+    pub fn reconnect(&mut self, peer: usize, timeout: Duration) -> Result<(), NodeError> {
+        let started = Instant::now();
+        let r = self.try_reconnect(peer, started + timeout);
+        r.map_err(|e| NodeError::Reconnect {
+            peer,
+            after: started.elapsed(),
+            source: Box::new(e),
+        })
+    }
+
+    fn try_reconnect(&mut self, peer: usize, deadline: Instant) -> Result<(), NodeError> {
+        if peer >= self.world_size {
+            return Err(TransportError::NoSuchPeer {
+                peer,
+                count: self.world_size,
+            }
+            .into());
+        }
+        let mine = self.renewer.renew(&mut self.multi, peer)?;
+        let (multi, renewer) = (&mut self.multi, &self.renewer);
+        let mut connect = |theirs: Vec<u8>| renewer.connect(multi, peer, &theirs);
+        if peer == self.rank {
+            return connect(mine); // loopback: our own other side
+        }
+        let h = Handshake {
+            token: &self.token,
+            me: self.rank,
+            peer,
+            deadline,
+        };
+        if self.rank < peer {
+            h.dial(self.controls[peer], mine, connect)
+        } else {
+            h.answer(&self.control, mine, connect)
+        }
     }
 
     /// The shared protection domain, on the verbs backend.

@@ -1,16 +1,19 @@
 //! The rendezvous: every rank sends rank 0 what each peer needs from it,
 //! once, and gets back what each peer made for it. O(n) connections, one
-//! per rank, all to rank 0; the job token is checked on every one; a bad
-//! connection is refused without disturbing the others.
+//! per rank, all to rank 0. A rank shows the job token first (`Join`) and
+//! sends its blobs only once welcomed; rank 0's side, with its bounds on
+//! connections, bytes and time, is in [`root`].
 
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+mod root;
+
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam::channel;
-
+use crate::address::{self, HostPort};
 use crate::error::BootstrapError;
-use crate::wire::{Msg, io, read_msg, write_msg};
+use crate::launcher::DEFAULT_PORT;
+use crate::wire::{MAX_BODY, MAX_JOIN, MAX_REASON, Msg, io, read_msg, truncate, write_msg};
 
 /// Who this rank is and whom to meet.
 #[derive(Debug, Clone)]
@@ -19,7 +22,9 @@ pub struct RendezvousConfig {
     pub rank: usize,
     /// Number of ranks.
     pub world_size: usize,
-    /// `host:port` where rank 0 listens.
+    /// `host:port` where rank 0 listens (rank 0 listens on exactly that
+    /// address when it is an IP address; port 0 lets the OS choose, see
+    /// [`Rendezvous::local_addr`]).
     pub addr: String,
     /// The job token.
     pub token: String,
@@ -35,12 +40,64 @@ pub struct Session {
     timeout: Duration,
 }
 
+/// Rank 0's rendezvous, listening: bind it first to learn the port (when
+/// the configuration asked for port 0), then [`Rendezvous::exchange`].
+#[derive(Debug)]
+pub struct Rendezvous {
+    listener: TcpListener,
+    local: SocketAddr,
+}
+
+impl Rendezvous {
+    /// Listens where `cfg.addr` says (see [`RendezvousConfig::addr`]).
+    pub fn bind(cfg: &RendezvousConfig) -> Result<Rendezvous, BootstrapError> {
+        let hp = address::parse("rendezvous address", &cfg.addr, DEFAULT_PORT)?;
+        let at = address::listen_addr(&hp);
+        let listener = TcpListener::bind(at).map_err(|e| io(&format!("listen on {at}"), e))?;
+        let local = listener.local_addr().map_err(|e| io("listen", e))?;
+        log::debug!("rendezvous: rank 0 listens on {local} (configured {hp})");
+        Ok(Rendezvous { listener, local })
+    }
+
+    /// Where it listens (with the port the OS chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Rank 0's side of [`exchange`].
+    pub fn exchange(
+        self,
+        cfg: &RendezvousConfig,
+        blobs: Vec<Vec<u8>>,
+    ) -> Result<(Session, Vec<Vec<u8>>), BootstrapError> {
+        check_blobs(cfg, &blobs)?;
+        let (streams, mine) = root::serve(self.listener, cfg, blobs)?;
+        Ok((
+            Session {
+                streams,
+                root: true,
+                timeout: cfg.timeout,
+            },
+            mine,
+        ))
+    }
+}
+
 /// Exchanges `blobs` (`blobs[j]` for rank `j`) with every rank; returns
 /// what every rank made for this one.
 pub fn exchange(
     cfg: &RendezvousConfig,
     blobs: Vec<Vec<u8>>,
 ) -> Result<(Session, Vec<Vec<u8>>), BootstrapError> {
+    check_blobs(cfg, &blobs)?;
+    if cfg.rank == 0 {
+        Rendezvous::bind(cfg)?.exchange(cfg, blobs)
+    } else {
+        member(cfg, blobs)
+    }
+}
+
+fn check_blobs(cfg: &RendezvousConfig, blobs: &[Vec<u8>]) -> Result<(), BootstrapError> {
     if blobs.len() != cfg.world_size {
         return Err(BootstrapError::Protocol(format!(
             "{} blobs for a world of {}",
@@ -48,177 +105,34 @@ pub fn exchange(
             cfg.world_size
         )));
     }
-    if cfg.rank == 0 {
-        root(cfg, blobs)
+    crate::token::check("job token", &cfg.token)
+}
+
+/// Whether an I/O error is a socket timeout (`EAGAIN` on a blocking socket
+/// with a timeout set).
+fn timed_out(e: &BootstrapError) -> bool {
+    matches!(e, BootstrapError::Io { source, .. }
+        if matches!(source.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+}
+
+/// `e`, as a timeout that says what was awaited when it is one.
+pub(crate) fn naming_timeout(e: BootstrapError, what: &str, since: Instant) -> BootstrapError {
+    if timed_out(&e) {
+        BootstrapError::TimedOut {
+            what: what.to_owned(),
+            after: since.elapsed(),
+        }
     } else {
-        member(cfg, blobs)
+        e
     }
 }
 
-fn port_of(addr: &str) -> Result<u16, BootstrapError> {
-    addr.rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .ok_or_else(|| BootstrapError::MalformedVar {
-            name: "rendezvous".into(),
-            value: addr.to_owned(),
-            reason: "expected host:port".into(),
-        })
-}
-
-/// Constant-time comparison, so the token cannot be guessed byte by byte.
-fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-struct CheckIn {
-    rank: usize,
-    stream: TcpStream,
-    blobs: Vec<Vec<u8>>,
-}
-
-fn root(
-    cfg: &RendezvousConfig,
-    own: Vec<Vec<u8>>,
-) -> Result<(Session, Vec<Vec<u8>>), BootstrapError> {
+fn connect(hp: &HostPort, deadline: Instant) -> Result<TcpStream, BootstrapError> {
     let start = Instant::now();
-    let port = port_of(&cfg.addr)?;
-    let listener = TcpListener::bind(("0.0.0.0", port))
-        .map_err(|e| io(&format!("listen on port {port}"), e))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| io("listen", e))?;
-    let (tx, rx) = channel::unbounded::<(TcpStream, Result<Msg, BootstrapError>)>();
-    let mut table: Vec<Option<CheckIn>> = (0..cfg.world_size).map(|_| None).collect();
-    let mut arrived = 1;
-    while arrived < cfg.world_size {
-        let left = cfg.timeout.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            let missing: Vec<usize> = (1..cfg.world_size)
-                .filter(|&r| table[r].is_none())
-                .collect();
-            // Tell those who came, so they fail now rather than at their own deadline.
-            for c in table.iter_mut().flatten() {
-                let _ = write_msg(
-                    &mut c.stream,
-                    &Msg::Reject {
-                        reason: format!("rank(s) {missing:?} never checked in"),
-                    },
-                );
-            }
-            return Err(BootstrapError::MissingRanks {
-                missing,
-                after: start.elapsed(),
-            });
-        }
-        match listener.accept() {
-            Ok((stream, _)) => {
-                // Each connection reads its hello on its own thread, so a
-                // silent stranger cannot hold up the ranks behind it.
-                let tx = tx.clone();
-                thread::spawn(move || {
-                    let mut stream = stream;
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_read_timeout(Some(left));
-                    let msg = read_msg(&mut stream);
-                    let _ = tx.send((stream, msg));
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(io("accept", e)),
-        }
-        while let Ok((mut stream, msg)) = rx.recv_timeout(Duration::from_millis(5)) {
-            match vet(cfg, &table, msg) {
-                Ok((rank, blobs)) => {
-                    table[rank] = Some(CheckIn {
-                        rank,
-                        stream,
-                        blobs,
-                    });
-                    arrived += 1;
-                    log::debug!(
-                        "rendezvous: rank {rank} checked in ({arrived}/{})",
-                        cfg.world_size
-                    );
-                }
-                Err(reason) => {
-                    log::warn!("rendezvous: refused a connection: {reason}");
-                    let _ = write_msg(&mut stream, &Msg::Reject { reason });
-                }
-            }
-        }
-    }
-    let mut checked: Vec<CheckIn> = table.into_iter().flatten().collect();
-    let column = |r: usize, checked: &[CheckIn]| -> Vec<Vec<u8>> {
-        std::iter::once(own[r].clone())
-            .chain(checked.iter().map(|c| c.blobs[r].clone()))
-            .collect()
-    };
-    for i in 0..checked.len() {
-        let blobs = column(checked[i].rank, &checked);
-        write_msg(&mut checked[i].stream, &Msg::Table { blobs })?;
-    }
-    let mine = column(0, &checked);
-    let streams = checked.into_iter().map(|c| (c.rank, c.stream)).collect();
-    Ok((
-        Session {
-            streams,
-            root: true,
-            timeout: cfg.timeout,
-        },
-        mine,
-    ))
-}
-
-/// Checks a hello; `Err` is the reason sent back to the stranger.
-fn vet(
-    cfg: &RendezvousConfig,
-    table: &[Option<CheckIn>],
-    msg: Result<Msg, BootstrapError>,
-) -> Result<(usize, Vec<Vec<u8>>), String> {
-    let (token, rank, world_size, blobs) = match msg {
-        Ok(Msg::Hello {
-            token,
-            rank,
-            world_size,
-            blobs,
-        }) => (token, rank as usize, world_size as usize, blobs),
-        Ok(other) => return Err(format!("expected a hello, got {other:?}")),
-        Err(e) => return Err(e.to_string()),
-    };
-    if !same_token(&token, &cfg.token) {
-        return Err("wrong job token".into());
-    }
-    if world_size != cfg.world_size {
-        return Err(format!(
-            "world size {world_size} differs from rank 0's {}",
-            cfg.world_size
-        ));
-    }
-    if rank == 0 || rank >= cfg.world_size {
-        return Err(format!("rank {rank} is out of range 1..{}", cfg.world_size));
-    }
-    if table[rank].is_some() {
-        return Err(format!("rank {rank} already checked in"));
-    }
-    if blobs.len() != cfg.world_size {
-        return Err(format!(
-            "{} blobs for a world of {}",
-            blobs.len(),
-            cfg.world_size
-        ));
-    }
-    Ok((rank, blobs))
-}
-
-fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, BootstrapError> {
-    let start = Instant::now();
+    let addr = hp.to_string();
     let mut last = String::from("no address");
     loop {
-        match addr.to_socket_addrs() {
+        match (hp.host.as_str(), hp.port).to_socket_addrs() {
             Ok(addrs) => {
                 for a in addrs {
                     let left = deadline
@@ -234,7 +148,7 @@ fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, BootstrapError> {
         }
         if Instant::now() >= deadline {
             return Err(BootstrapError::Unreachable {
-                addr: addr.to_owned(),
+                addr,
                 after: start.elapsed(),
                 last,
             });
@@ -243,41 +157,115 @@ fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, BootstrapError> {
     }
 }
 
+/// How one attempt to check in ended, short of the table.
+enum Attempt {
+    /// Rank 0 closed the connection without an answer (it sheds
+    /// connections past its bounds): try again.
+    Dropped(BootstrapError),
+    /// A final answer.
+    Failed(BootstrapError),
+}
+
 fn member(
     cfg: &RendezvousConfig,
     blobs: Vec<Vec<u8>>,
 ) -> Result<(Session, Vec<Vec<u8>>), BootstrapError> {
-    let deadline = Instant::now() + cfg.timeout;
-    let mut stream = connect(&cfg.addr, deadline)?;
-    let hello = Msg::Hello {
-        token: cfg.token.clone(),
-        rank: cfg.rank as u32,
-        world_size: cfg.world_size as u32,
-        blobs,
-    };
-    write_msg(&mut stream, &hello)?;
+    let start = Instant::now();
+    let deadline = start + cfg.timeout;
+    let hp = address::parse("rendezvous address", &cfg.addr, DEFAULT_PORT)?;
+    if hp.port == 0 {
+        return Err(BootstrapError::MalformedVar {
+            name: "rendezvous address".into(),
+            value: cfg.addr.clone(),
+            reason: "port 0 is for rank 0 only (the OS picks its port); the other ranks need the port it picked".into(),
+        });
+    }
+    loop {
+        let mut stream = connect(&hp, deadline)?;
+        match check_in(&mut stream, cfg, &blobs, deadline) {
+            Ok(table) => {
+                return Ok((
+                    Session {
+                        streams: vec![(0, stream)],
+                        root: false,
+                        timeout: cfg.timeout,
+                    },
+                    table,
+                ));
+            }
+            Err(Attempt::Dropped(e)) if Instant::now() + Duration::from_millis(100) < deadline => {
+                log::debug!(
+                    "rendezvous: rank 0 at {hp} dropped rank {}: {e}; again",
+                    cfg.rank
+                );
+                thread::sleep(Duration::from_millis(100));
+            }
+            Err(Attempt::Dropped(e)) => {
+                return Err(BootstrapError::TimedOut {
+                    what: format!("rank 0 at {hp} to take rank {}'s check-in ({e})", cfg.rank),
+                    after: start.elapsed(),
+                });
+            }
+            Err(Attempt::Failed(e)) => return Err(e),
+        }
+    }
+}
+
+/// Join, blobs, table, on one connection.
+fn check_in(
+    stream: &mut TcpStream,
+    cfg: &RendezvousConfig,
+    blobs: &[Vec<u8>],
+    deadline: Instant,
+) -> Result<Vec<Vec<u8>>, Attempt> {
+    let start = Instant::now();
     let left = deadline
-        .saturating_duration_since(Instant::now())
+        .saturating_duration_since(start)
         .max(Duration::from_millis(1));
     stream
         .set_read_timeout(Some(left))
-        .map_err(|e| io("configure socket", e))?;
-    match read_msg(&mut stream)? {
-        Msg::Table { blobs } if blobs.len() == cfg.world_size => Ok((
-            Session {
-                streams: vec![(0, stream)],
-                root: false,
-                timeout: cfg.timeout,
-            },
-            blobs,
-        )),
-        Msg::Reject { reason } => Err(BootstrapError::Rejected {
+        .and_then(|()| stream.set_write_timeout(Some(left)))
+        .map_err(|e| Attempt::Failed(io("configure socket", e)))?;
+    let join = Msg::Join {
+        token: cfg.token.clone(),
+        rank: cfg.rank as u32,
+        world_size: cfg.world_size as u32,
+    };
+    write_msg(stream, &join).map_err(Attempt::Dropped)?;
+    let answer = |stream: &mut TcpStream, max: u32, what: &str| match read_msg(stream, max) {
+        Ok(Msg::Reject { reason }) => Err(Attempt::Failed(BootstrapError::Rejected {
             rank: cfg.rank,
-            reason,
-        }),
-        other => Err(BootstrapError::Protocol(format!(
-            "expected the table, got {other:?}"
-        ))),
+            reason: truncate(&reason, MAX_REASON).to_owned(),
+        })),
+        Ok(m) => Ok(m),
+        Err(e) if timed_out(&e) => Err(Attempt::Failed(naming_timeout(e, what, start))),
+        Err(e @ BootstrapError::Io { .. }) => Err(Attempt::Dropped(e)),
+        Err(e) => Err(Attempt::Failed(e)),
+    };
+    match answer(stream, MAX_JOIN, "rank 0's answer to the check-in")? {
+        Msg::Welcome => {}
+        other => {
+            return Err(Attempt::Failed(BootstrapError::Protocol(format!(
+                "expected a welcome, got {}",
+                other.kind()
+            ))));
+        }
+    }
+    let msg = Msg::Blobs {
+        blobs: blobs.to_vec(),
+    };
+    write_msg(stream, &msg).map_err(Attempt::Dropped)?;
+    match answer(
+        stream,
+        MAX_BODY,
+        "the table from rank 0 (every rank to check in)",
+    )? {
+        Msg::Table { blobs } if blobs.len() == cfg.world_size => Ok(blobs),
+        other => Err(Attempt::Failed(BootstrapError::Protocol(format!(
+            "expected the table of {} ranks, got {}",
+            cfg.world_size,
+            other.kind()
+        )))),
     }
 }
 
@@ -285,21 +273,25 @@ impl Session {
     /// The last round: every rank says it is ready (its queue pairs are
     /// connected), and nobody returns before everybody is.
     pub fn ready(mut self) -> Result<(), BootstrapError> {
-        let deadline = Instant::now() + self.timeout;
+        let start = Instant::now();
+        let deadline = start + self.timeout;
         for (_, s) in &mut self.streams {
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .max(Duration::from_millis(1));
             s.set_read_timeout(Some(left))
+                .and_then(|()| s.set_write_timeout(Some(left)))
                 .map_err(|e| io("configure socket", e))?;
         }
         if self.root {
             for (rank, s) in &mut self.streams {
-                match read_msg(s) {
+                let what = format!("rank {rank} to report ready");
+                match read_msg(s, MAX_JOIN).map_err(|e| naming_timeout(e, &what, start)) {
                     Ok(Msg::Ready) => {}
                     Ok(other) => {
                         return Err(BootstrapError::Protocol(format!(
-                            "rank {rank}: expected ready, got {other:?}"
+                            "rank {rank}: expected ready, got {}",
+                            other.kind()
                         )));
                     }
                     Err(e) => {
@@ -309,18 +301,25 @@ impl Session {
                     }
                 }
             }
-            for (_, s) in &mut self.streams {
-                write_msg(s, &Msg::Go)?;
+            for (rank, s) in &mut self.streams {
+                write_msg(s, &Msg::Go).map_err(|e| {
+                    BootstrapError::Protocol(format!("rank {rank} was not told to go: {e}"))
+                })?;
             }
             Ok(())
         } else {
             let (_, s) = &mut self.streams[0];
             write_msg(s, &Msg::Ready)?;
-            match read_msg(s)? {
+            let what = "rank 0's go (every rank connected)";
+            match read_msg(s, MAX_JOIN).map_err(|e| naming_timeout(e, what, start))? {
                 Msg::Go => Ok(()),
-                Msg::Reject { reason } => Err(BootstrapError::Rejected { rank: 0, reason }),
+                Msg::Reject { reason } => Err(BootstrapError::Rejected {
+                    rank: 0,
+                    reason: truncate(&reason, MAX_REASON).to_owned(),
+                }),
                 other => Err(BootstrapError::Protocol(format!(
-                    "expected go, got {other:?}"
+                    "expected go, got {}",
+                    other.kind()
                 ))),
             }
         }

@@ -1,6 +1,8 @@
 //! Bootstrap frames: a fixed header (magic, version, length) and a
 //! postcard body. The version sits outside the body so a peer of another
-//! version is recognised and refused by name, not misparsed.
+//! version is recognised and refused by name, not misparsed. The length
+//! is checked against a cap before any body byte is read, and the cap is
+//! small until a connection has shown the job token.
 
 use std::io::{Read, Write};
 
@@ -9,21 +11,36 @@ use serde::{Deserialize, Serialize};
 use crate::error::BootstrapError;
 
 const MAGIC: [u8; 4] = *b"FRVB";
-/// The bootstrap protocol version.
-pub const PROTOCOL_VERSION: u16 = 1;
-/// Largest body accepted: a stranger cannot make rank 0 allocate more.
-const MAX_BODY: u32 = 64 << 20;
+/// The bootstrap protocol version. 2: a rank shows the token (`Join`) and
+/// is welcomed before it sends what its peers need (`Blobs`). 3: each
+/// rank's blob names its control port, and the control path reconnects
+/// (`Knock`, `Link`).
+pub const PROTOCOL_VERSION: u16 = 3;
+/// Magic, version, body length.
+pub(crate) const HEADER_LEN: usize = 10;
+/// The largest first message: all a connection that has not shown the job
+/// token can make rank 0 read.
+pub(crate) const MAX_JOIN: u32 = 2048;
+/// The largest message once the token was accepted.
+pub(crate) const MAX_BODY: u32 = 64 << 20;
+/// The longest job token (it must fit a `Join`).
+pub(crate) const MAX_TOKEN: usize = 1024;
+/// The longest refusal reason: a refusal never quotes what it refuses.
+pub(crate) const MAX_REASON: usize = 200;
 
 /// A bootstrap message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Msg {
-    /// A rank checks in: `blobs[j]` is what rank `j` needs from it.
-    Hello {
+    /// A rank asks to check in: the first message of every connection.
+    Join {
         token: String,
         rank: u32,
         world_size: u32,
-        blobs: Vec<Vec<u8>>,
     },
+    /// Rank 0 accepted the `Join`: send the blobs.
+    Welcome,
+    /// What every peer needs from the rank: `blobs[j]` for rank `j`.
+    Blobs { blobs: Vec<Vec<u8>> },
     /// Rank 0 refuses the connection.
     Reject { reason: String },
     /// Rank 0's answer: `blobs[j]` is what rank `j` made for the receiver.
@@ -32,34 +49,79 @@ pub(crate) enum Msg {
     Ready,
     /// Every rank is ready.
     Go,
+    /// A peer asks, on this rank's control port, to reconnect (see
+    /// `control`).
+    Knock { token: String, from: u32, to: u32 },
+    /// One side of a renewed connection.
+    Link { link: Vec<u8> },
 }
 
-pub(crate) fn write_msg(w: &mut impl Write, msg: &Msg) -> Result<(), BootstrapError> {
-    write_versioned(w, PROTOCOL_VERSION, msg)
+impl Msg {
+    /// A refusal, its reason cut to [`MAX_REASON`] bytes.
+    pub(crate) fn reject(reason: &str) -> Msg {
+        Msg::Reject {
+            reason: truncate(reason, MAX_REASON).to_owned(),
+        }
+    }
+
+    /// The message's name, for errors that must not quote its content.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Msg::Join { .. } => "a join",
+            Msg::Welcome => "a welcome",
+            Msg::Blobs { .. } => "blobs",
+            Msg::Reject { .. } => "a refusal",
+            Msg::Table { .. } => "a table",
+            Msg::Ready => "ready",
+            Msg::Go => "go",
+            Msg::Knock { .. } => "a knock",
+            Msg::Link { .. } => "a link",
+        }
+    }
 }
 
-pub(crate) fn write_versioned(
-    w: &mut impl Write,
-    version: u16,
-    msg: &Msg,
-) -> Result<(), BootstrapError> {
+/// `s` cut to at most `max` bytes, at a character boundary.
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `msg` as one frame of `version`.
+pub(crate) fn frame_of(version: u16, msg: &Msg) -> Result<Vec<u8>, BootstrapError> {
     let body =
         postcard::to_allocvec(msg).map_err(|e| BootstrapError::Protocol(format!("encode: {e}")))?;
     let len = u32::try_from(body.len())
-        .map_err(|_| BootstrapError::Protocol("message too large".into()))?;
-    let mut frame = Vec::with_capacity(10 + body.len());
+        .ok()
+        .filter(|&l| l <= MAX_BODY)
+        .ok_or_else(|| BootstrapError::Protocol(format!("a {}-byte message", body.len())))?;
+    let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
     frame.extend_from_slice(&MAGIC);
     frame.extend_from_slice(&version.to_le_bytes());
     frame.extend_from_slice(&len.to_le_bytes());
     frame.extend_from_slice(&body);
-    w.write_all(&frame).map_err(|e| io("send", e))?;
+    Ok(frame)
+}
+
+/// `msg` as one frame of this version.
+pub(crate) fn frame(msg: &Msg) -> Result<Vec<u8>, BootstrapError> {
+    frame_of(PROTOCOL_VERSION, msg)
+}
+
+pub(crate) fn write_msg(w: &mut impl Write, msg: &Msg) -> Result<(), BootstrapError> {
+    w.write_all(&frame(msg)?).map_err(|e| io("send", e))?;
     w.flush().map_err(|e| io("send", e))
 }
 
-pub(crate) fn read_msg(r: &mut impl Read) -> Result<Msg, BootstrapError> {
-    let mut header = [0u8; 10];
-    r.read_exact(&mut header).map_err(|e| io("receive", e))?;
-    if header[..4] != MAGIC {
+/// The body length a header announces, if the header is ours and the
+/// length at most `max`.
+pub(crate) fn body_len(header: &[u8], max: u32) -> Result<usize, BootstrapError> {
+    if header.len() != HEADER_LEN || header[..4] != MAGIC {
         return Err(BootstrapError::Protocol(
             "not a ferrovia bootstrap connection (bad magic)".into(),
         ));
@@ -72,15 +134,36 @@ pub(crate) fn read_msg(r: &mut impl Read) -> Result<Msg, BootstrapError> {
         });
     }
     let len = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
-    if len > MAX_BODY {
+    if len > max {
         return Err(BootstrapError::Protocol(format!(
-            "{len}-byte message exceeds {MAX_BODY}"
+            "a {len}-byte message where at most {max} are accepted"
         )));
     }
-    let mut body = vec![0u8; len as usize];
-    r.read_exact(&mut body).map_err(|e| io("receive", e))?;
-    postcard::from_bytes(&body)
+    Ok(len as usize)
+}
+
+pub(crate) fn decode(body: &[u8]) -> Result<Msg, BootstrapError> {
+    postcard::from_bytes(body)
         .map_err(|e| BootstrapError::Protocol(format!("malformed message: {e}")))
+}
+
+/// Reads one frame of at most `max` body bytes; the body grows as it
+/// arrives, so a length alone allocates nothing.
+pub(crate) fn read_msg(r: &mut impl Read, max: u32) -> Result<Msg, BootstrapError> {
+    let mut header = [0u8; HEADER_LEN];
+    r.read_exact(&mut header).map_err(|e| io("receive", e))?;
+    let len = body_len(&header, max)?;
+    let mut body = Vec::new();
+    r.take(len as u64)
+        .read_to_end(&mut body)
+        .map_err(|e| io("receive", e))?;
+    if body.len() != len {
+        return Err(io(
+            "receive",
+            std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+        ));
+    }
+    decode(&body)
 }
 
 pub(crate) fn io(what: &str, source: std::io::Error) -> BootstrapError {
@@ -96,43 +179,59 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_bad_frames_are_typed() {
-        let msg = Msg::Hello {
-            token: "t".into(),
-            rank: 3,
-            world_size: 4,
+        let msg = Msg::Blobs {
             blobs: vec![vec![1, 2], vec![]],
         };
-        let mut buf = Vec::new();
-        write_msg(&mut buf, &msg).unwrap();
-        assert_eq!(read_msg(&mut &buf[..]).unwrap(), msg);
+        let buf = frame(&msg).unwrap();
+        assert_eq!(read_msg(&mut &buf[..], MAX_BODY).unwrap(), msg);
 
-        let mut v2 = Vec::new();
-        write_versioned(&mut v2, 2, &Msg::Ready).unwrap();
+        let v1 = frame_of(1, &Msg::Ready).unwrap();
         assert!(matches!(
-            read_msg(&mut &v2[..]),
-            Err(BootstrapError::VersionMismatch { ours: 1, theirs: 2 })
+            read_msg(&mut &v1[..], MAX_BODY),
+            Err(BootstrapError::VersionMismatch { ours: 3, theirs: 1 })
         ));
 
         assert!(matches!(
-            read_msg(&mut &b"GET / HTTP/1.1\r\n"[..]),
+            read_msg(&mut &b"GET / HTTP/1.1\r\n"[..], MAX_BODY),
             Err(BootstrapError::Protocol(_))
         ));
         assert!(matches!(
-            read_msg(&mut &buf[..buf.len() - 1]),
+            read_msg(&mut &buf[..buf.len() - 1], MAX_BODY),
             Err(BootstrapError::Io { .. })
+        ));
+        // A frame over the cap is refused from its header alone.
+        assert!(matches!(
+            read_msg(&mut &buf[..HEADER_LEN], 2),
+            Err(BootstrapError::Protocol(_))
         ));
         let mut huge = buf[..6].to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
-            read_msg(&mut &huge[..]),
+            read_msg(&mut &huge[..], MAX_BODY),
             Err(BootstrapError::Protocol(_))
         ));
         let mut garbage = buf[..6].to_vec();
         garbage.extend_from_slice(&3u32.to_le_bytes());
         garbage.extend_from_slice(&[0xff, 0xff, 0xff]);
         assert!(matches!(
-            read_msg(&mut &garbage[..]),
+            read_msg(&mut &garbage[..], MAX_BODY),
             Err(BootstrapError::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn a_refusal_is_short_and_cut_at_a_character() {
+        let long = "é".repeat(1000);
+        let Msg::Reject { reason } = Msg::reject(&long) else {
+            unreachable!()
+        };
+        assert!(reason.len() <= MAX_REASON && reason.len() >= MAX_REASON - 1);
+        assert!(frame(&Msg::reject(&long)).unwrap().len() <= HEADER_LEN + 8 + MAX_REASON);
+        let join = Msg::Join {
+            token: "t".repeat(MAX_TOKEN),
+            rank: u32::MAX,
+            world_size: u32::MAX,
+        };
+        assert!(frame(&join).unwrap().len() <= HEADER_LEN + MAX_JOIN as usize);
     }
 }

@@ -2,12 +2,12 @@
 //! program installs a logger): here, a refused stranger at the rendezvous.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use ferrovia_node::{RendezvousConfig, exchange};
+use ferrovia_node::bootstrap::{Rendezvous, RendezvousConfig, exchange};
 
 struct Capture(Mutex<Vec<String>>);
 
@@ -30,19 +30,19 @@ static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
 fn a_refused_connection_is_logged() {
     log::set_logger(&CAPTURE).unwrap();
     log::set_max_level(log::LevelFilter::Debug);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let cfg = move |rank| RendezvousConfig {
+    let cfg = move |rank, port| RendezvousConfig {
         rank,
         world_size: 2,
         addr: format!("127.0.0.1:{port}"),
         token: "t".into(),
         timeout: Duration::from_secs(10),
     };
-    let root = thread::spawn(move || exchange(&cfg(0), vec![vec![0], vec![1]]).map(|_| ()));
+    let rv = Rendezvous::bind(&cfg(0, 0)).unwrap();
+    let port = rv.local_addr().port();
+    let root = thread::spawn(move || {
+        rv.exchange(&cfg(0, port), vec![vec![0], vec![1]])
+            .map(|_| ())
+    });
     // A stranger speaking HTTP, then the real rank 1.
     let mut stranger = loop {
         match TcpStream::connect(("127.0.0.1", port)) {
@@ -52,7 +52,7 @@ fn a_refused_connection_is_logged() {
     };
     stranger.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     thread::sleep(Duration::from_millis(300));
-    exchange(&cfg(1), vec![vec![2], vec![3]]).unwrap();
+    exchange(&cfg(1, port), vec![vec![2], vec![3]]).unwrap();
     root.join().unwrap().unwrap();
     let lines = CAPTURE.0.lock().unwrap().clone();
     assert!(

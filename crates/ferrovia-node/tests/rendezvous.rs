@@ -6,15 +6,8 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ferrovia_node::{BootstrapError, RendezvousConfig, exchange};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use ferrovia_node::BootstrapError;
+use ferrovia_node::bootstrap::{Rendezvous, RendezvousConfig, exchange};
 
 fn cfg(rank: usize, n: usize, port: u16, token: &str, timeout: Duration) -> RendezvousConfig {
     RendezvousConfig {
@@ -26,17 +19,27 @@ fn cfg(rank: usize, n: usize, port: u16, token: &str, timeout: Duration) -> Rend
     }
 }
 
+type Outcome = thread::JoinHandle<Result<Vec<Vec<u8>>, BootstrapError>>;
+
+/// Rank 0 of `n`, listening on a port the OS chose: (that port, its run).
+fn root(n: usize, token: &str, timeout: Duration) -> (u16, Outcome) {
+    let c = cfg(0, n, 0, token, timeout);
+    let rv = Rendezvous::bind(&c).unwrap();
+    let port = rv.local_addr().port();
+    let run = thread::spawn(move || {
+        let (session, got) = rv.exchange(&c, blobs(0, c.world_size))?;
+        session.ready()?;
+        Ok(got)
+    });
+    (port, run)
+}
+
 /// `blobs[j]` from rank `i` is "i->j".
 fn blobs(i: usize, n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|j| format!("{i}->{j}").into_bytes()).collect()
 }
 
-fn run_rank(
-    rank: usize,
-    n: usize,
-    port: u16,
-    token: &str,
-) -> thread::JoinHandle<Result<Vec<Vec<u8>>, BootstrapError>> {
+fn run_rank(rank: usize, n: usize, port: u16, token: &str) -> Outcome {
     let c = cfg(rank, n, port, token, Duration::from_secs(10));
     thread::spawn(move || {
         let (session, got) = exchange(&c, blobs(c.rank, c.world_size))?;
@@ -59,12 +62,13 @@ fn check_columns(results: Vec<Result<Vec<Vec<u8>>, BootstrapError>>) {
 #[test]
 fn every_rank_gets_what_every_peer_made_for_it() {
     for n in [1, 2, 5] {
-        let port = free_port();
-        let hs: Vec<_> = (0..n)
+        let (port, zero) = root(n, "job-1", Duration::from_secs(10));
+        let hs: Vec<_> = (1..n)
             .rev()
             .map(|r| run_rank(r, n, port, "job-1"))
             .collect();
         let mut results: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        results.push(zero.join().unwrap());
         results.reverse();
         check_columns(results);
     }
@@ -98,17 +102,16 @@ fn frame(version: u16, body: &[u8]) -> Vec<u8> {
 #[test]
 fn strangers_are_refused_and_the_job_completes() {
     let n = 3;
-    let port = free_port();
-    let root = run_rank(0, n, port, "right");
-    // A wrong token, a version-2 peer, an HTTP request, and a rank out of
+    let (port, root) = root(n, "right", Duration::from_secs(10));
+    // A wrong token, a protocol-1 peer, an HTTP request, and a rank out of
     // range, all before the real ranks arrive.
-    let wrong = stranger(port, &wrong_token_hello(n));
+    let wrong = stranger(port, &wrong_token_join(n));
     assert!(
         String::from_utf8_lossy(&wrong).contains("wrong job token"),
         "{wrong:?}"
     );
-    let v2 = stranger(port, &frame(2, &[0]));
-    assert!(String::from_utf8_lossy(&v2).contains("version"), "{v2:?}");
+    let v1 = stranger(port, &frame(1, &[0]));
+    assert!(String::from_utf8_lossy(&v1).contains("version"), "{v1:?}");
     let http = stranger(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(String::from_utf8_lossy(&http).contains("magic"), "{http:?}");
     let out_of_range = thread::spawn(move || {
@@ -129,9 +132,9 @@ fn strangers_are_refused_and_the_job_completes() {
     check_columns(results);
 }
 
-fn wrong_token_hello(n: usize) -> Vec<u8> {
-    // Encode a Hello the way a peer with another token would: through
-    // the public API of a second rendezvous run against a capture socket.
+fn wrong_token_join(n: usize) -> Vec<u8> {
+    // Encode a Join the way a peer with another token would: through the
+    // public API of a second rendezvous run against a capture socket.
     let capture = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = capture.local_addr().unwrap().port();
     let t = thread::spawn(move || {
@@ -154,8 +157,7 @@ fn wrong_token_hello(n: usize) -> Vec<u8> {
 #[test]
 fn a_duplicate_rank_is_refused_without_breaking_the_job() {
     let n = 3;
-    let port = free_port();
-    let root = run_rank(0, n, port, "t");
+    let (port, root) = root(n, "t", Duration::from_secs(10));
     let first = run_rank(1, n, port, "t");
     thread::sleep(Duration::from_millis(500)); // rank 1 has checked in
     match exchange(&cfg(1, n, port, "t", Duration::from_secs(5)), blobs(1, n)) {
@@ -175,11 +177,9 @@ fn a_duplicate_rank_is_refused_without_breaking_the_job() {
 #[test]
 fn a_rank_that_never_starts_fails_bootstrap_within_its_deadline() {
     let n = 3;
-    let port = free_port();
     let timeout = Duration::from_secs(2);
     let started = Instant::now();
-    let root =
-        thread::spawn(move || exchange(&cfg(0, n, port, "t", timeout), blobs(0, n)).map(|_| ()));
+    let (port, root) = root(n, "t", timeout);
     let one = thread::spawn(move || {
         exchange(
             &cfg(1, n, port, "t", timeout + Duration::from_secs(3)),
@@ -187,7 +187,7 @@ fn a_rank_that_never_starts_fails_bootstrap_within_its_deadline() {
         )
         .map(|_| ())
     });
-    match root.join().unwrap() {
+    match root.join().unwrap().map(|_| ()) {
         Err(BootstrapError::MissingRanks { missing, .. }) => assert_eq!(missing, vec![2]),
         other => panic!("expected rank 2 missing, got {other:?}"),
     }
@@ -206,12 +206,75 @@ fn a_rank_that_never_starts_fails_bootstrap_within_its_deadline() {
 
 #[test]
 fn an_absent_rank_zero_is_unreachable_within_the_deadline() {
-    let port = free_port();
+    // A port nobody listens on: bound, then closed, on a loopback address
+    // of its own (the other tests' rank 0 may get the same port number on
+    // 127.0.0.1 meanwhile, and listens there only).
+    let port = TcpListener::bind("127.0.0.3:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let started = Instant::now();
-    let r = exchange(&cfg(1, 2, port, "t", Duration::from_secs(1)), blobs(1, 2));
+    let mut c = cfg(1, 2, port, "t", Duration::from_secs(1));
+    c.addr = format!("127.0.0.3:{port}");
+    let r = exchange(&c, blobs(1, 2));
     assert!(
         matches!(r, Err(BootstrapError::Unreachable { .. })),
         "{r:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+/// A rank whose rank 0 takes the connection and never answers says that it
+/// timed out, and waiting for what (it used to say "Resource temporarily
+/// unavailable").
+#[test]
+fn a_member_that_times_out_says_so() {
+    let mute = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = mute.local_addr().unwrap().port();
+    let started = Instant::now();
+    let r = exchange(&cfg(1, 2, port, "t", Duration::from_secs(1)), blobs(1, 2));
+    let e = r.expect_err("no rank 0 answered");
+    assert!(matches!(e, BootstrapError::TimedOut { .. }), "{e:?}");
+    assert!(e.to_string().contains("timed out after"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    drop(mute);
+}
+
+/// Rank 0 asked for port 0 listens where the OS chose; the other ranks
+/// need that port and refuse port 0 at once.
+#[test]
+fn port_0_is_for_rank_0_only() {
+    let (port, zero) = root(2, "t", Duration::from_secs(10));
+    assert_ne!(port, 0);
+    let started = Instant::now();
+    let r = exchange(&cfg(1, 2, 0, "t", Duration::from_secs(10)), blobs(1, 2));
+    assert!(
+        matches!(r, Err(BootstrapError::MalformedVar { .. })),
+        "{r:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let one = run_rank(1, 2, port, "t");
+    check_columns(vec![zero.join().unwrap(), one.join().unwrap()]);
+}
+
+/// A connection that never shows the token is dropped after the join
+/// window (5 s), not kept until the bootstrap deadline.
+#[test]
+fn a_connection_that_shows_no_token_is_dropped_after_the_join_window() {
+    let (port, zero) = root(2, "t", Duration::from_secs(30));
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow.write_all(b"FRV").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let _ = slow.read_to_end(&mut answer);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(8),
+        "dropped after {took:?}"
+    );
+    let one = run_rank(1, 2, port, "t");
+    check_columns(vec![zero.join().unwrap(), one.join().unwrap()]);
 }

@@ -1,6 +1,6 @@
 //! Memory and QP access flags.
 
-use std::ops::{BitOr, BitOrAssign};
+use std::ops::{BitAnd, BitOr, BitOrAssign};
 
 /// Access rights of a memory region (the bits of `enum ibv_access_flags`).
 ///
@@ -25,6 +25,10 @@ impl AccessFlags {
         Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
     );
 
+    /// Every remote right: read, write and atomics.
+    pub const REMOTE_ANY: AccessFlags =
+        AccessFlags(Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0);
+
     /// The raw bit mask.
     pub const fn bits(self) -> u32 {
         self.0
@@ -43,7 +47,7 @@ impl AccessFlags {
 
     /// Whether any remote right is granted.
     pub fn grants_remote(self) -> bool {
-        self.0 & (Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0) != 0
+        self.0 & Self::REMOTE_ANY.0 != 0
     }
 }
 
@@ -51,6 +55,42 @@ impl BitOr for AccessFlags {
     type Output = AccessFlags;
     fn bitor(self, rhs: AccessFlags) -> AccessFlags {
         AccessFlags(self.0 | rhs.0)
+    }
+}
+
+/// The rights by name, `|`-separated (`none` for none).
+impl std::fmt::Display for AccessFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = [
+            (Self::LOCAL_WRITE, "LOCAL_WRITE"),
+            (Self::REMOTE_WRITE, "REMOTE_WRITE"),
+            (Self::REMOTE_READ, "REMOTE_READ"),
+            (Self::REMOTE_ATOMIC, "REMOTE_ATOMIC"),
+        ];
+        let mut first = true;
+        for (flag, name) in names {
+            if self.contains(flag) && flag.0 != 0 {
+                f.write_str(if first { "" } else { " | " })?;
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        let unknown = self.0 & !Self::ALL_REMOTE.0;
+        if unknown != 0 {
+            write!(f, "{}{unknown:#x}", if first { "" } else { " | " })?;
+            first = false;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl BitAnd for AccessFlags {
+    type Output = AccessFlags;
+    fn bitand(self, rhs: AccessFlags) -> AccessFlags {
+        AccessFlags(self.0 & rhs.0)
     }
 }
 
@@ -72,5 +112,8 @@ mod tests {
         assert!(f.grants_remote());
         assert!(!AccessFlags::LOCAL_WRITE.grants_remote());
         assert!(AccessFlags::ALL_REMOTE.contains(f));
+        assert_eq!(f.to_string(), "LOCAL_WRITE | REMOTE_READ");
+        assert_eq!(AccessFlags::NONE.to_string(), "none");
+        assert_eq!(AccessFlags::from_bits(0x40).to_string(), "0x40");
     }
 }

@@ -165,6 +165,15 @@ fn access_outside_a_registration_or_its_rights_is_refused() {
     let read_only = buf(b, &[5; 64], RegisterOptions::local().allow_remote_read());
     let remote = read_only.registration().remote().unwrap();
     let src = buf(a, &[9; 64], RegisterOptions::local());
+    // The descriptor says it is read-only: refused before posting...
+    let g = [Gather::of(&src).unwrap()];
+    assert!(matches!(
+        WriteWorkRequest::new(&g, remote),
+        Err(TransportError::RemoteAccessDenied { .. })
+    ));
+    // ...and one that claims more rights than granted is refused by the
+    // transport.
+    let remote = ferrovia_mr::RemoteMemoryRegion::new(remote.addr(), 64, remote.rkey()).unwrap();
     let err = a
         .scope(|tx| {
             let g = [Gather::of(&src)?];

@@ -37,12 +37,7 @@ impl WorkCompletion {
 
     /// The completion as a [`CompletionError`] (meaningful when it failed).
     pub fn error(&self) -> CompletionError {
-        CompletionError {
-            wr_id: self.wr_id(),
-            status: self.status(),
-            vendor_err: self.0.vendor_err,
-            peer: None,
-        }
+        CompletionError::new(self.wr_id(), self.status(), self.0.vendor_err)
     }
 
     /// What the request was. Only valid on success (ibv_poll_cq(3)).

@@ -8,6 +8,10 @@
 //! [`CompletionError`] naming the work-completion status with its class
 //! and a hint.
 //!
+//! With the `cm` feature (on by default), [`cm`] connects by address
+//! through the RDMA connection manager: a listener accepts clients as they
+//! come, a client needs only `host:port`, and the peers may be C programs.
+//!
 //! What is still `unsafe` here is posting work ([`QueuePair::post_send`],
 //! [`QueuePair::post_recv`]) and raw registration
 //! ([`MemoryRegion::register`]): the device reads and writes the memory
@@ -30,6 +34,8 @@
 //! ```
 
 mod async_event;
+#[cfg(feature = "cm")]
+pub mod cm;
 mod completion;
 mod connect;
 mod context;

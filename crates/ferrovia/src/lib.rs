@@ -124,8 +124,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 )]
 #![forbid(unsafe_code)]
 
-/// The traits a ferrovia program usually wants in scope.
+/// What a ferrovia program usually wants in scope: the node's scope
+/// trait, the buffer elements and every work request.
 pub mod prelude {
+    pub use ferrovia_channel::{
+        AtomicWorkRequest, Gather, PeerAtomicWorkRequest, PeerReadWorkRequest,
+        PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest, ReadWorkRequest,
+        ReceiveWorkRequest, Scatter, SendWorkRequest, WriteWorkRequest,
+    };
+    pub use ferrovia_mr::RegisterOptions;
     pub use ferrovia_node::NodeScope;
 }
 
@@ -149,10 +156,11 @@ pub use ferrovia_async::{
 #[cfg(feature = "verbs")]
 pub use ferrovia_channel::Channel;
 pub use ferrovia_channel::{
-    ChannelBuilder, DrainError, Gather, MultiChannel, PeerReadWorkRequest, PeerReceiveWorkRequest,
-    PeerSendWorkRequest, PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest,
-    Scatter, ScopeError, ScopedPendingWork, SendWorkRequest, TransportError, TransportResult,
-    WorkDone, WriteWorkRequest,
+    AtomicOp, AtomicWorkRequest, ChannelBuilder, DrainError, Gather, MultiChannel,
+    PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
+    PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
+    ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone,
+    WriteWorkRequest,
 };
 pub use ferrovia_mr::{
     Local, MemoryRegionView, MrError, MrRegistry, RegisterOptions, RegisteredBuffer,

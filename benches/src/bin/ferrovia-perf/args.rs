@@ -1,15 +1,82 @@
-//! perftest-style command line.
+//! perftest-style command line, parsed by clap: `--help`, and errors that
+//! name the bad argument.
+
+use clap::{CommandFactory, Parser, ValueEnum};
 
 /// The tests, in perftest's vocabulary.
-pub(crate) const TESTS: [&str; 7] = [
-    "write_bw",
-    "write_lat",
-    "read_bw",
-    "read_lat",
-    "send_bw",
-    "send_lat",
-    "barrier",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Test {
+    /// RDMA write bandwidth.
+    #[value(name = "write_bw")]
+    WriteBw,
+    /// RDMA write latency (ping-pong of writes).
+    #[value(name = "write_lat")]
+    WriteLat,
+    /// RDMA read bandwidth.
+    #[value(name = "read_bw")]
+    ReadBw,
+    /// RDMA read latency.
+    #[value(name = "read_lat")]
+    ReadLat,
+    /// Send/receive bandwidth.
+    #[value(name = "send_bw")]
+    SendBw,
+    /// Send/receive latency (ping-pong).
+    #[value(name = "send_lat")]
+    SendLat,
+    /// Barrier latency of the two ranks.
+    #[value(name = "barrier")]
+    Barrier,
+}
+
+/// perftest-style benchmarks through ferrovia's public API. The process
+/// started without a server address is the server, the one given its
+/// address the client; they meet through ferrovia's own rendezvous.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ferrovia-perf",
+    after_help = "MB is 2^20 bytes, as in perftest. Both sides present FERROVIA_JOB_TOKEN at the \
+rendezvous when it is set, else the fixed token \"ferrovia-perf\": set it (the same on both) to \
+keep others out of a server that listens on every interface."
+)]
+struct Cli {
+    /// The test.
+    test: Test,
+    /// The server's host: given, this process is the client.
+    server: Option<String>,
+    /// Message size in bytes (default: 65536 for bandwidth, 8 for latency).
+    #[arg(short = 's', long = "size")]
+    size: Option<usize>,
+    /// Every size from 2 B to 8 MiB.
+    #[arg(short = 'a', long = "all", conflicts_with = "size")]
+    all: bool,
+    /// Iterations (default: 5000 for bandwidth, 1000 for latency).
+    #[arg(short = 'n', long = "iters")]
+    iters: Option<usize>,
+    /// Work requests in flight.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    tx_depth: usize,
+    /// Queue pairs (bandwidth tests): one node and thread each, on ports
+    /// PORT..PORT+QPS.
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    qps: usize,
+    /// Work requests per post list (one doorbell, the last signalled).
+    #[arg(short = 'l', long = "post-list", default_value_t = 16)]
+    post_list: usize,
+    /// RDMA device.
+    #[arg(short = 'd', long = "ib-dev")]
+    device: Option<String>,
+    /// Rendezvous port.
+    #[arg(short = 'p', long = "port", default_value_t = 18515)]
+    port: u16,
+    /// Through ferrovia-async: futures owning their buffers, the reactor
+    /// sleeping on the transport's event fd.
+    #[arg(long = "async")]
+    asynchronous: bool,
+    /// Through ferrovia-async, busy polling.
+    #[arg(long = "async-busy", conflicts_with = "asynchronous")]
+    async_busy: bool,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct Args {
@@ -35,69 +102,53 @@ impl Args {
     }
 }
 
-pub(crate) fn usage() -> String {
-    format!(
-        "usage: ferrovia-perf {} [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEVICE] [-p PORT] [--async|--async-busy] [SERVER]",
-        TESTS.join("|")
-    )
-}
-
-/// Parses `words` (the arguments after the program name).
-pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut it = words.into_iter();
-    let test = it.next().ok_or_else(usage)?;
-    if !TESTS.contains(&test.as_str()) {
-        return Err(format!("unknown test {test:?}\n{}", usage()));
-    }
-    let mut a = Args {
-        iters: if test.ends_with("_bw") { 5000 } else { 1000 },
-        sizes: vec![if test.ends_with("_bw") { 65536 } else { 8 }],
+/// Parses `words` (the program name first).
+pub(crate) fn parse<I, T>(words: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(words)?;
+    let test = cli
+        .test
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned());
+    let bandwidth = test.ends_with("_bw");
+    let invalid =
+        |msg: &str| Cli::command().error(clap::error::ErrorKind::ValueValidation, msg.to_owned());
+    let sizes = match (cli.all, cli.size) {
+        (true, _) => (1..=23).map(|p| 1usize << p).collect(),
+        (false, Some(s)) => vec![s],
+        (false, None) => vec![if bandwidth { 65536 } else { 8 }],
+    };
+    let a = Args {
+        iters: cli.iters.unwrap_or(if bandwidth { 5000 } else { 1000 }),
+        sizes,
         test,
-        tx_depth: 128,
-        qps: 1,
-        post_list: 16,
-        device: None,
-        port: 18515,
-        server: None,
-        asynchronous: false,
-        busy: false,
+        tx_depth: cli.tx_depth,
+        qps: cli.qps,
+        post_list: cli.post_list,
+        device: cli.device,
+        port: cli.port,
+        server: cli.server,
+        asynchronous: cli.asynchronous || cli.async_busy,
+        busy: cli.async_busy,
     };
-    let num = |flag: &str, v: Option<String>| -> Result<usize, String> {
-        v.ok_or(format!("{flag} needs a value"))?
-            .parse()
-            .map_err(|e| format!("{flag}: {e}"))
-    };
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "-s" | "--size" => a.sizes = vec![num(&flag, it.next())?],
-            "-n" | "--iters" => a.iters = num(&flag, it.next())?,
-            "-t" | "--tx-depth" => a.tx_depth = num(&flag, it.next())?,
-            "-q" | "--qp" => a.qps = num(&flag, it.next())?,
-            "-l" | "--post-list" => a.post_list = num(&flag, it.next())?,
-            "-a" | "--all" => a.sizes = (1..=23).map(|p| 1usize << p).collect(),
-            "--async" => a.asynchronous = true,
-            "--async-busy" => (a.asynchronous, a.busy) = (true, true),
-            "-d" | "--ib-dev" => a.device = Some(it.next().ok_or("-d needs a device name")?),
-            "-p" | "--port" => {
-                a.port = u16::try_from(num(&flag, it.next())?).map_err(|e| e.to_string())?
-            }
-            other if !other.starts_with('-') && a.server.is_none() => {
-                a.server = Some(other.to_owned())
-            }
-            other => return Err(format!("unknown flag {other:?}\n{}", usage())),
-        }
-    }
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
-        return Err("sizes, iterations, tx depth, QPs and post lists must be positive".into());
+        return Err(invalid(
+            "--size, --iters, --tx-depth, --qp and --post-list must be positive",
+        ));
     }
     if a.qps > 1 && a.asynchronous {
-        return Err("-q is a scoped-path option (one async engine per process)".into());
+        return Err(invalid(
+            "--qp is a scoped-path option (one async engine per process)",
+        ));
     }
-    if a.qps > 1 && !a.is_bandwidth() {
-        return Err("-q applies to the bandwidth tests".into());
+    if a.qps > 1 && !bandwidth {
+        return Err(invalid("--qp applies to the bandwidth tests"));
     }
     if usize::from(a.port) + a.qps > usize::from(u16::MAX) {
-        return Err("port + QPs exceeds 65535".into());
+        return Err(invalid("--port + --qp exceeds 65535"));
     }
     Ok(a)
 }
@@ -106,13 +157,14 @@ pub(crate) fn parse(words: impl IntoIterator<Item = String>) -> Result<Args, Str
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Result<Args, String> {
-        parse(s.split_whitespace().map(String::from))
+    fn p(s: &str) -> Result<Args, clap::Error> {
+        parse(std::iter::once("ferrovia-perf").chain(s.split_whitespace()))
     }
 
     #[test]
     fn perftest_flags_parse() {
         let a = p("read_bw -s 4096 -n 10 -t 64 -q 4 -l 4 -d rxe0 -p 9000 10.0.0.1").unwrap();
+        assert_eq!(a.test, "read_bw");
         assert_eq!(a.post_list, 4);
         assert_eq!(a.sizes, [4096]);
         assert_eq!((a.iters, a.tx_depth, a.qps, a.port), (10, 64, 4, 9000));
@@ -120,25 +172,42 @@ mod tests {
         assert_eq!(a.server.as_deref(), Some("10.0.0.1"));
         assert_eq!(p("send_lat -a").unwrap().sizes.len(), 23);
         assert_eq!(p("barrier").unwrap().sizes, [8]);
-        let a = p("write_lat --async-busy").unwrap();
-        assert!(a.asynchronous && a.busy);
-        assert!(p("write_bw --async -q 2").is_err());
+        assert_eq!(p("write_bw").unwrap().iters, 5000);
     }
 
     #[test]
-    fn bad_command_lines_are_refused() {
-        for bad in [
-            "",
-            "atomic_bw",
-            "write_bw -s",
-            "write_bw -s 0",
-            "write_bw -l 0",
-            "write_bw -n x",
-            "write_lat -q 2",
-            "write_bw a b",
-            "write_bw -p 65535 -q 2",
+    fn async_modes_parse() {
+        let a = p("write_lat --async-busy").unwrap();
+        assert!(a.asynchronous && a.busy);
+        let a = p("send_bw --async 10.0.0.1").unwrap();
+        assert!(a.asynchronous && !a.busy);
+        assert!(p("write_bw --async -q 2").is_err());
+        assert!(p("write_bw --async --async-busy").is_err());
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused_naming_the_argument() {
+        for (bad, named) in [
+            ("", "<TEST>"),
+            ("atomic_bw", "atomic_bw"),
+            ("write_bw -s", "--size"),
+            ("write_bw -s 0", "--size"),
+            ("write_bw -l 0", "--post-list"),
+            ("write_bw -n x", "--iters"),
+            ("write_lat -q 2", "--qp"),
+            ("write_bw a b", "b"),
+            ("write_bw -p 65535 -q 2", "65535"),
+            ("write_bw -p 70000", "--port"),
         ] {
-            assert!(p(bad).is_err(), "{bad:?} was accepted");
+            let e = p(bad).expect_err(bad).to_string();
+            assert!(e.contains(named), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn help_is_help() {
+        let e = p("--help").unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(e.to_string().contains("write_bw"));
     }
 }

@@ -85,6 +85,18 @@ impl Double {
         }
     }
 
+    /// Fails the oldest outstanding op of `peer` and leaves the rest
+    /// held: a transport that reports one failure and flushes nothing.
+    pub fn fail_one(&self, peer: usize) {
+        if let Some((wr_id, _)) = self.outstanding.lock()[peer].pop_front() {
+            self.done.lock().push_back(Completion {
+                wr_id,
+                status: WcStatus::RETRY_EXC_ERR,
+                ..Completion::default()
+            });
+        }
+    }
+
     /// Ops posted and not yet reported to the core.
     pub fn in_flight(&self) -> usize {
         self.outstanding

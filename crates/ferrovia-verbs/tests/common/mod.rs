@@ -18,6 +18,20 @@ pub fn device() -> Context {
         .unwrap_or_else(|e| panic!("device test found no usable RDMA device: {e}"))
 }
 
+/// The test device's IPv4 address (its IPv4-mapped GID), for tests that
+/// connect by address.
+pub fn ipv4() -> std::net::IpAddr {
+    let ctx = device();
+    let port = ctx.active_port().expect("an active port").port;
+    let gid = ctx
+        .gid_table(port)
+        .expect("the GID table")
+        .into_iter()
+        .find(|g| g.gid.is_ipv4_mapped())
+        .expect("the device has an IPv4 address (an IPv4-mapped GID)");
+    std::net::IpAddr::V6(gid.gid.0.into()).to_canonical()
+}
+
 /// A heap buffer with its registration. Field order: the MR is
 /// deregistered before the buffer is freed.
 pub struct Buf {

@@ -1,30 +1,31 @@
 //! `ferrovia-rank`: one rank of a ferrovia job, for the multi-process
 //! tests, the demo and the barrier benchmark. Rank, world size and
 //! rendezvous come from the launcher's environment (`FERROVIA_*`,
-//! torchrun, Slurm, mpirun).
-//!
-//! ```text
-//! ferrovia-rank demo                          a narrated tour: barrier, ring send, writes, reads
-//! ferrovia-rank exchange [ITERS]              every operation with every rank, verified
-//! ferrovia-rank barrier-loop [ITERS] [TIMEOUT_MS]
-//! ferrovia-rank barrier-bench ALGO [ITERS]    ALGO: dissemination|centralized|tree
-//! ferrovia-rank stale-write                   a write with a deregistered key is refused (3+ ranks)
-//! ferrovia-rank barrier-after-failure [TIMEOUT_MS]   three ranks: issue 12's stale signal
-//! ```
-//! Exit status: 0 done, 1 bad usage, 2 bootstrap failed, 3 a barrier or
-//! transfer failed. `FERROVIA_BOOTSTRAP_TIMEOUT_MS` bounds the rendezvous;
-//! `FERROVIA_BARRIER=dissemination|centralized|tree` picks the barrier.
+//! torchrun, Slurm, mpirun); `ferrovia-rank --help` lists the commands,
+//! the exit statuses and the variables read (see `cli`).
 #![forbid(unsafe_code)]
+
+mod atomics;
+mod cli;
+mod dead_peer;
+mod pool;
+mod reconnect;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::Parser;
 use ferrovia_channel::{
-    Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
-    ReadWorkRequest, ReceiveWorkRequest, Scatter, SendWorkRequest, WriteWorkRequest,
+    ChannelBuilder, Gather, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
+    PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, Scatter, SendWorkRequest,
+    WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
-use ferrovia_node::{BarrierAlgorithm, Node, NodeBuilder, NodeError, NodeScope, from_vars};
+use ferrovia_node::{
+    BarrierAlgorithm, BootstrapError, Node, NodeBuilder, NodeError, NodeScope, launch::from_vars,
+};
+
+use crate::cli::{Algorithm, Cli, Command};
 
 const SLOT: usize = 64;
 const WAIT: Duration = Duration::from_secs(30);
@@ -33,14 +34,25 @@ fn pattern(from: usize, to: usize, iter: usize) -> [u8; SLOT] {
     std::array::from_fn(|i| (from * 31 + to * 7 + iter * 13 + i) as u8)
 }
 
-fn build(algorithm: BarrierAlgorithm) -> Result<Node, NodeError> {
-    let info = from_vars(&|k| std::env::var(k).ok())?;
-    let mut b = NodeBuilder::from_launch(&info).barrier_algorithm(algorithm);
-    if let Some(ms) = std::env::var("FERROVIA_BOOTSTRAP_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        b = b.bootstrap_timeout(Duration::from_millis(ms));
+fn build(
+    algorithm: BarrierAlgorithm,
+    timeout: Option<Duration>,
+    launch: Option<usize>,
+    pool: u32,
+) -> Result<Node, NodeError> {
+    let info = match from_vars(&|k| std::env::var(k).ok()) {
+        Ok(info) => info,
+        Err(BootstrapError::MissingVar {
+            name: "FERROVIA_RANK",
+            ..
+        }) if launch.is_some() => return Node::from_env_or_launch(launch.unwrap_or(0)),
+        Err(e) => return Err(e.into()),
+    };
+    let mut b = NodeBuilder::from_launch(&info)
+        .barrier_algorithm(algorithm)
+        .channel(ChannelBuilder::default().shared_receives(pool));
+    if let Some(t) = timeout {
+        b = b.bootstrap_timeout(t);
     }
     b.build()
 }
@@ -451,49 +463,59 @@ fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
 
 fn main() -> ExitCode {
     ferrovia_node::init_logging();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg =
-        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
     // barrier-bench names its algorithm; every other command takes it from
     // FERROVIA_BARRIER.
-    let named = match args.first().map(String::as_str) {
-        Some("barrier-bench") => args.get(1).cloned(),
-        _ => std::env::var("FERROVIA_BARRIER").ok(),
-    };
-    let algorithm = match named.as_deref() {
-        None | Some("dissemination") => BarrierAlgorithm::Dissemination,
-        Some("centralized") => BarrierAlgorithm::Centralized,
-        Some("tree") => BarrierAlgorithm::BinaryTree,
-        Some(other) => {
-            eprintln!("ferrovia-rank: unknown barrier algorithm {other:?}");
+    let vars = cli::barrier_var().and_then(|a| Ok((a, cli::bootstrap_timeout_var()?)));
+    let (named, timeout) = match vars {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("ferrovia-rank: {e}");
             return ExitCode::from(1);
         }
     };
-    let mut node = match build(algorithm) {
+    let algorithm = match &cli.command {
+        Command::BarrierBench { algo, .. } => *algo,
+        _ => named.unwrap_or(Algorithm::Dissemination),
+    };
+    // The pool commands build their node with a shared receive pool.
+    let pool = match &cli.command {
+        Command::PoolExchange { depth, .. } | Command::PoolFlood { depth, .. } => *depth,
+        Command::PoolTooLong => 4,
+        _ => 0,
+    };
+    let mut node = match build(algorithm.into(), timeout, cli.launch, pool) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("ferrovia-rank: bootstrap failed: {e}");
             return ExitCode::from(2);
         }
     };
-    let result = match args.first().map(String::as_str) {
-        Some("demo") => demo(&mut node),
-        Some("exchange") => exchange(&mut node, arg(1, 10)),
-        Some("barrier-loop") => barrier_loop(
-            &mut node,
-            arg(1, 1_000_000),
-            Duration::from_millis(arg(2, 3000) as u64),
-        ),
-        Some("barrier-bench") => barrier_bench(&mut node, arg(2, 200)),
-        Some("stale-write") => stale_write(&mut node),
-        Some("barrier-after-failure") => {
-            barrier_after_failure(&mut node, Duration::from_millis(arg(1, 3000) as u64))
+    let ms = Duration::from_millis;
+    let result = match cli.command {
+        Command::Demo => demo(&mut node),
+        Command::Exchange { iters } => exchange(&mut node, iters),
+        Command::BarrierLoop { iters, timeout_ms } => {
+            barrier_loop(&mut node, iters, ms(timeout_ms))
         }
-        _ => {
-            eprintln!(
-                "usage: ferrovia-rank exchange [ITERS] | barrier-loop [ITERS] [TIMEOUT_MS] | barrier-bench ALGO [ITERS] | stale-write | barrier-after-failure [TIMEOUT_MS]"
-            );
-            return ExitCode::from(1);
+        Command::BarrierBench { iters, .. } => barrier_bench(&mut node, iters),
+        Command::StaleWrite => stale_write(&mut node),
+        Command::BarrierAfterFailure { timeout_ms } => {
+            barrier_after_failure(&mut node, ms(timeout_ms))
+        }
+        Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
+        Command::Atomics { adds, rounds } => atomics::run(&mut node, adds, rounds),
+        Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
+        Command::PoolFlood { msgs, depth } => pool::flood(&mut node, depth as usize, msgs),
+        Command::PoolTooLong => pool::too_long(&mut node),
+        Command::Reconnect { dead, timeout_ms } => {
+            reconnect::run(&mut node, dead, Duration::from_millis(timeout_ms))
         }
     };
     match result {

@@ -1,0 +1,302 @@
+//! The control path that outlives bootstrap: each rank listens on a TCP
+//! port of its own, published at the rendezvous, where a peer that wants
+//! to replace their connection ([`Node::reconnect`](crate::Node::reconnect))
+//! finds it.
+//!
+//! Nothing runs in the background: a peer's connection waits in the
+//! kernel's backlog until this rank calls `reconnect` too. Of the lower
+//! rank and the higher, the lower dials and the higher answers:
+//!
+//! 1. dialer → `Knock { token, from, to }` (at most [`MAX_JOIN`] bytes);
+//! 2. answerer → `Welcome`, or a short `Reject` to a stranger (wrong
+//!    token, wrong ranks), whose connection is then dropped;
+//! 3. dialer → `Link` (its renewed side, at most [`MAX_LINK`] bytes);
+//! 4. answerer connects its side to it, → `Link` (its own);
+//! 5. dialer connects, → `Ready`; answerer → `Go`.
+//!
+//! So both sides are connected when either returns. The answerer reads
+//! one connection at a time, each for at most [`PER_CONNECTION`], all
+//! within the caller's deadline.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::address;
+use crate::error::{BootstrapError, NodeError};
+use crate::launcher::DEFAULT_PORT;
+use crate::wire::{MAX_JOIN, Msg, io, read_msg, write_msg};
+
+/// The largest renewed link (a verbs endpoint, a UCX worker address).
+pub(crate) const MAX_LINK: u32 = 64 << 10;
+/// How long the answerer gives one connection to say its part.
+const PER_CONNECTION: Duration = Duration::from_secs(2);
+
+/// This rank's control listener.
+#[derive(Debug)]
+pub(crate) struct ControlPort {
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl ControlPort {
+    /// Listens on the address this host reaches `rendezvous` from (the
+    /// interface its peers can reach), at a port the OS picks.
+    pub(crate) fn bind(rendezvous: &str) -> Result<ControlPort, BootstrapError> {
+        let ip = local_ip_toward(rendezvous)?;
+        let listener = TcpListener::bind((ip, 0)).map_err(|e| io("control port: listen", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| io("control port: listen", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| io("control port: listen", e))?;
+        log::debug!("control port: listening on {addr}");
+        Ok(ControlPort { listener, addr })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// The source address the routing table picks toward `rendezvous` (a UDP
+/// "connect" sends nothing).
+fn local_ip_toward(rendezvous: &str) -> Result<std::net::IpAddr, BootstrapError> {
+    let hp = address::parse("rendezvous address", rendezvous, DEFAULT_PORT)?;
+    let target = (hp.host.as_str(), hp.port.max(1))
+        .to_socket_addrs()
+        .map_err(|e| io(&format!("control port: resolve {hp}"), e))?
+        .next()
+        .ok_or_else(|| BootstrapError::Protocol(format!("control port: {hp} has no address")))?;
+    let any: SocketAddr = if target.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let probe = UdpSocket::bind(any).map_err(|e| io("control port: route probe", e))?;
+    probe
+        .connect(target)
+        .map_err(|e| io(&format!("control port: route toward {target}"), e))?;
+    Ok(probe
+        .local_addr()
+        .map_err(|e| io("control port: route probe", e))?
+        .ip())
+}
+
+/// Who is reconnecting with whom, under which token, until when.
+pub(crate) struct Handshake<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) me: usize,
+    pub(crate) peer: usize,
+    pub(crate) deadline: Instant,
+}
+
+impl Handshake<'_> {
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    fn timed_out(&self, what: &str, started: Instant) -> BootstrapError {
+        BootstrapError::TimedOut {
+            what: format!("rank {} to {what}", self.peer),
+            after: started.elapsed(),
+        }
+    }
+
+    /// The lower rank's side: dial the peer at `at`, trade `mine` for its
+    /// link, and `connect` to that.
+    pub(crate) fn dial(
+        &self,
+        at: SocketAddr,
+        mine: Vec<u8>,
+        connect: impl FnOnce(Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
+        let started = Instant::now();
+        let mut last = String::from("no attempt");
+        // Until the peer welcomes us: a refused, reset or silent
+        // connection (the peer is not there yet, or going) is tried again.
+        let mut s = loop {
+            let left = self.left();
+            if left.is_zero() {
+                return Err(BootstrapError::PeerUnreachable {
+                    peer: self.peer,
+                    addr: at,
+                    after: started.elapsed(),
+                    last,
+                }
+                .into());
+            }
+            match self.knock(at, left) {
+                Ok(s) => break s,
+                Err(Knocked::Refused(e)) => return Err(e.into()),
+                Err(Knocked::Failed(e)) => last = e,
+            }
+            log::debug!("reconnect: rank {} at {at}: {last}; again", self.peer);
+            thread::sleep(self.left().min(Duration::from_millis(100)));
+        };
+        let timeouts = |s: &TcpStream| {
+            let t = Some(self.left().max(Duration::from_millis(1)));
+            s.set_read_timeout(t)
+                .and_then(|()| s.set_write_timeout(t))
+                .map_err(|e| io("reconnect: socket timeout", e))
+        };
+        let fail = |e: BootstrapError, what: &str| match e {
+            BootstrapError::Io { source, .. }
+                if matches!(source.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
+            {
+                self.timed_out(what, started)
+            }
+            e => e,
+        };
+        write_msg(&mut s, &Msg::Link { link: mine })?;
+        timeouts(&s)?;
+        let theirs = match read_msg(&mut s, MAX_LINK).map_err(|e| fail(e, "send its link"))? {
+            Msg::Link { link } => link,
+            m => return Err(unexpected(m, "a link").into()),
+        };
+        connect(theirs)?;
+        write_msg(&mut s, &Msg::Ready)?;
+        timeouts(&s)?;
+        match read_msg(&mut s, MAX_JOIN).map_err(|e| fail(e, "connect its side"))? {
+            Msg::Go => Ok(()),
+            m => Err(unexpected(m, "go").into()),
+        }
+    }
+
+    /// One attempt to be welcomed at `at`: the stream once welcomed. The
+    /// welcome is awaited until the deadline: the connection waits in the
+    /// peer's backlog until it calls `reconnect` too.
+    fn knock(&self, at: SocketAddr, left: Duration) -> Result<TcpStream, Knocked> {
+        let failed = |e: &dyn std::fmt::Display| Knocked::Failed(e.to_string());
+        let mut s =
+            TcpStream::connect_timeout(&at, left.min(PER_CONNECTION)).map_err(|e| failed(&e))?;
+        let t = Some(left.max(Duration::from_millis(1)));
+        s.set_read_timeout(t)
+            .and_then(|()| s.set_write_timeout(t))
+            .map_err(|e| failed(&e))?;
+        let knock = Msg::Knock {
+            token: self.token.to_owned(),
+            from: self.me as u32,
+            to: self.peer as u32,
+        };
+        write_msg(&mut s, &knock).map_err(|e| failed(&e))?;
+        match read_msg(&mut s, MAX_JOIN) {
+            Ok(Msg::Welcome) => Ok(s),
+            Ok(Msg::Reject { reason }) => Err(Knocked::Refused(BootstrapError::Rejected {
+                rank: self.me,
+                reason: format!("rank {} refused to reconnect: {reason}", self.peer),
+            })),
+            Ok(m) => Err(Knocked::Refused(unexpected(m, "a welcome"))),
+            Err(e @ BootstrapError::Io { .. }) => Err(failed(&e)),
+            Err(e) => Err(Knocked::Refused(e)),
+        }
+    }
+
+    /// The higher rank's side: take connections on `port` until the peer
+    /// knocks with the token, trade `mine` for its link, `connect`.
+    pub(crate) fn answer(
+        &self,
+        port: &ControlPort,
+        mine: Vec<u8>,
+        connect: impl FnOnce(Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
+        let started = Instant::now();
+        // A welcomed dialer that goes before sending its link (it gave up,
+        // or died) does not end the wait: the next connection may be its
+        // retry.
+        let (mut s, theirs) = loop {
+            if self.left().is_zero() {
+                return Err(self.timed_out("knock on our control port", started).into());
+            }
+            let Some(mut s) = self.next_knock(port)? else {
+                continue;
+            };
+            let t = Some(self.left().max(Duration::from_millis(1)));
+            s.set_read_timeout(t)
+                .map_err(|e| io("reconnect: socket timeout", e))?;
+            match read_msg(&mut s, MAX_LINK) {
+                Ok(Msg::Link { link }) => break (s, link),
+                Ok(m) => return Err(unexpected(m, "a link").into()),
+                Err(e) => log::info!("reconnect: rank {} went before its link: {e}", self.peer),
+            }
+        };
+        connect(theirs)?;
+        write_msg(&mut s, &Msg::Link { link: mine })?;
+        match read_msg(&mut s, MAX_JOIN) {
+            Ok(Msg::Ready) => {}
+            Ok(m) => return Err(unexpected(m, "ready").into()),
+            Err(e) => return Err(e.into()),
+        }
+        write_msg(&mut s, &Msg::Go)?;
+        Ok(())
+    }
+
+    /// The next connection on `port` that knocks as our peer (`None`
+    /// when none came for a moment, or it was a stranger).
+    fn next_knock(&self, port: &ControlPort) -> Result<Option<TcpStream>, NodeError> {
+        match port.listener.accept() {
+            Ok((s, from)) => self.admit(s, from),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                thread::sleep(self.left().min(Duration::from_millis(10)));
+                Ok(None)
+            }
+            Err(e) => {
+                // Out of descriptors and the like: shed, try again.
+                log::warn!("reconnect: control port accept: {e}");
+                thread::sleep(self.left().min(Duration::from_millis(100)));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Reads a connection's knock (bounded in bytes and time): the stream
+    /// if it is our peer with the token, else `None` after a short refusal.
+    fn admit(&self, mut s: TcpStream, from: SocketAddr) -> Result<Option<TcpStream>, NodeError> {
+        let t = Some(
+            self.left()
+                .min(PER_CONNECTION)
+                .max(Duration::from_millis(1)),
+        );
+        if s.set_nonblocking(false)
+            .and_then(|()| s.set_read_timeout(t))
+            .and_then(|()| s.set_write_timeout(t))
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let why = match read_msg(&mut s, MAX_JOIN) {
+            Ok(Msg::Knock { token, from: f, to })
+                if token == self.token && f as usize == self.peer && to as usize == self.me =>
+            {
+                write_msg(&mut s, &Msg::Welcome)?;
+                return Ok(Some(s));
+            }
+            Ok(Msg::Knock { token, .. }) if token != self.token => "wrong job token".to_owned(),
+            Ok(Msg::Knock { from: f, to, .. }) => {
+                format!(
+                    "rank {} expects rank {} here, not {f} for {to}",
+                    self.me, self.peer
+                )
+            }
+            Ok(m) => format!("expected a knock, got {}", m.kind()),
+            Err(e) => format!("{e}"),
+        };
+        log::info!("reconnect: refused a connection from {from}: {why}");
+        let _ = write_msg(&mut s, &Msg::reject(&why));
+        Ok(None)
+    }
+}
+
+/// How a knock went wrong.
+enum Knocked {
+    /// For good: the peer refused, or spoke another protocol.
+    Refused(BootstrapError),
+    /// For now: no connection, or it broke.
+    Failed(String),
+}
+
+fn unexpected(m: Msg, wanted: &str) -> BootstrapError {
+    BootstrapError::Protocol(format!("reconnect: expected {wanted}, got {}", m.kind()))
+}
