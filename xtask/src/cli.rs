@@ -71,6 +71,11 @@ enum Command {
         /// The same as `compare`.
         #[arg(long, conflicts_with = "what")]
         compare: bool,
+        /// With compare: only the UCX pairs, on this host (no VM, no
+        /// verbs); the table is printed and docs/benchmarks.md is left as
+        /// it is (it holds a whole run).
+        #[arg(long)]
+        ucx_only: bool,
     },
     // Hidden: what `test`, `demo` and `bench` run inside the VM, and single
     // steps of `test`.
@@ -230,8 +235,15 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Ci(args) => test_suite::command(test_suite::Mode::Ci, &args.args),
         Command::Demo { name } => demo::command(&name),
         // clap lets through `barrier`, `compare` or `--compare`.
-        Command::Bench { what, .. } if what.as_deref() == Some("barrier") => bench::barrier(),
-        Command::Bench { .. } => bench_compare::command(),
+        Command::Bench { what, ucx_only, .. } if what.as_deref() == Some("barrier") => {
+            if ucx_only {
+                return Err(crate::failure::Failure::new(
+                    "--ucx-only applies to bench --compare, not to bench barrier",
+                ));
+            }
+            bench::barrier()
+        }
+        Command::Bench { ucx_only, .. } => bench_compare::command(ucx_only),
         Command::DeviceTests {
             totals,
             tests,
@@ -281,6 +293,23 @@ mod tests {
     }
 
     #[test]
+    fn bench_compare_may_run_the_ucx_pairs_alone() {
+        for words in [
+            &["bench", "--compare", "--ucx-only"][..],
+            &["bench", "compare", "--ucx-only"],
+        ] {
+            let Command::Bench { ucx_only, .. } = parse(words).unwrap() else {
+                panic!("{words:?}")
+            };
+            assert!(ucx_only, "{words:?}");
+        }
+        let Command::Bench { ucx_only, .. } = parse(&["bench", "--compare"]).unwrap() else {
+            panic!()
+        };
+        assert!(!ucx_only);
+    }
+
+    #[test]
     fn vm_takes_its_options_then_the_command() {
         let Command::Vm(args) = parse(&[
             "vm",
@@ -321,6 +350,7 @@ mod tests {
             (&["vm"], "CMD"),
             (&["demo", "nope"], "nope"),
             (&["bench", "--compare", "barrier"], "--compare"),
+            (&["bench", "--compare", "--ucx"], "--ucx"),
             (&["ranks", "0", "p"], "RANKS"),
             (&["nonsense"], "nonsense"),
         ] {

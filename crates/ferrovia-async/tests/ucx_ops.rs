@@ -59,8 +59,8 @@ async fn every_operation_round_trips(tls: &str, cfg: AsyncConfig) {
     );
 
     // Without the owner's atomic right, refused before the transport is
-    // asked; with it, atomics are verbs-only: refused naming the peer.
-    // Either way the buffer comes back.
+    // asked, the buffer back; with it, the word's original value comes
+    // back in the result buffer.
     let f = a
         .fetch_add(1, local(a, &[0; 8]), 0..8, remote, 1)
         .await
@@ -69,21 +69,24 @@ async fn every_operation_round_trips(tls: &str, cfg: AsyncConfig) {
         matches!(f.error, TransportError::RemoteAccessDenied { .. }),
         "{f}"
     );
+    assert_eq!(f.buf.len(), 8);
     let words = b
         .registry()
         .alloc(8, RegisterOptions::local().allow_remote_atomic())
         .unwrap();
     let atomic = words.registration().remote().unwrap();
-    let f = a
-        .fetch_add(1, local(a, &[0; 8]), 0..8, atomic, 1)
+    words.store_u64(0, 40).unwrap();
+    let added = a
+        .fetch_add(1, local(a, &[0; 8]), 0..8, atomic, 2)
         .await
-        .unwrap_err();
-    assert!(
-        matches!(f.error, TransportError::AtomicsUnsupported { peer: 1 }),
-        "{f}"
-    );
-    assert_eq!(f.peer(), Some(1));
-    assert_eq!(f.buf.len(), 8);
+        .unwrap();
+    assert_eq!(added.original_value(), Some(40));
+    let swapped = a
+        .compare_swap(1, added.into_buf(), 0..8, atomic, 42, 7)
+        .await
+        .unwrap();
+    assert_eq!(swapped.original_value(), Some(42));
+    assert_eq!(words.load_u64(0).unwrap(), 7);
     assert_eq!(a.outstanding() + b.outstanding(), 0);
     if a.config().wake == Wake::default() {
         // Sleeping in the kernel: the reactors woke from the event fd.

@@ -160,8 +160,7 @@ impl ChannelCore {
         self.state().broken.get(peer).copied().unwrap_or(false)
     }
 
-    /// Marks a peer usable again after it was reconnected.
-    #[cfg(feature = "verbs")]
+    /// Marks a peer broken until it is reconnected.
     pub(crate) fn mark_broken(&self, peer: usize) {
         if let Some(b) = self.state().broken.get_mut(peer) {
             *b = true;
@@ -169,6 +168,7 @@ impl ChannelCore {
     }
 
     /// Whether a drain deadline stopped the shared receive pool.
+    #[cfg(feature = "verbs")]
     pub(crate) fn shared_pool_flushed(&self) -> bool {
         self.state().shared_broken
     }

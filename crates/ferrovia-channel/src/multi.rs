@@ -10,9 +10,7 @@ use crate::atomic::PeerAtomicWorkRequest;
 use crate::builder::ChannelBuilder;
 use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
-#[cfg(feature = "verbs")]
-use crate::error::TransportError;
-use crate::error::{ScopeError, TransportResult};
+use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::request::{
     PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
     ReceiveWorkRequest, SendWorkRequest,
@@ -81,6 +79,29 @@ impl MultiChannel {
             verbs: None,
             registry,
         }
+    }
+
+    /// Replaces the connection to `peer` through the transport (e.g. a new
+    /// UCX endpoint), for transports connected outside the channel; returns
+    /// what the peer's renewed side needs (hand it to its
+    /// [`MultiChannel::connect_renewed`]). Posts to `peer` fail with
+    /// [`TransportError::Broken`] until then. Verbs channels use
+    /// [`MultiChannel::reconnect`] instead, which speaks in endpoints.
+    pub fn renew_transport(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
+        let count = self.num_channels();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count });
+        }
+        self.core.mark_broken(peer);
+        self.core.transport.renew(peer)
+    }
+
+    /// The second half of [`MultiChannel::renew_transport`]: connects the
+    /// renewed side to the peer's, `theirs`; posts to `peer` work again.
+    pub fn connect_renewed(&mut self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+        self.core.transport.reconnect(peer, theirs)?;
+        self.core.mark_connected(peer);
+        Ok(())
     }
 
     /// Number of peers (connections).

@@ -130,6 +130,27 @@ pub unsafe trait Transport: Send + Sync {
         Ok(())
     }
 
+    /// Replaces the connection to `peer` with a fresh one, for a
+    /// connection a flush or an error left broken; returns what the peer's
+    /// renewed side needs to connect to this one (handed to its
+    /// [`Transport::reconnect`]). Called with nothing outstanding towards
+    /// `peer`. The default: this transport cannot.
+    fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
+        let _ = peer;
+        Err(TransportError::Config(
+            "this transport cannot renew a connection".into(),
+        ))
+    }
+
+    /// Connects the renewed side of `peer` to the peer's renewed side,
+    /// `theirs` (what its [`Transport::renew`] returned).
+    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+        let _ = (peer, theirs);
+        Err(TransportError::Config(
+            "this transport cannot renew a connection".into(),
+        ))
+    }
+
     /// Posts `ops` to `peer`'s send queue, in order (one doorbell where
     /// the transport has doorbells). Nothing from the failing op on is
     /// posted when it fails.

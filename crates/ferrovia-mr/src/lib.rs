@@ -120,6 +120,7 @@ mod remote;
 mod remote_typed;
 mod segment;
 mod stats;
+mod table;
 mod view;
 mod wire;
 

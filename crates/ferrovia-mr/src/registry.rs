@@ -1,5 +1,6 @@
 //! The registry: register once, look views up by virtual address.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -15,6 +16,7 @@ use crate::registrar::Registrar;
 use crate::registration::Registration;
 use crate::segment::{OwnedMemory, Segment};
 use crate::stats::{Counters, RegistryStats};
+use crate::table::Table;
 use crate::view::MemoryRegionView;
 
 /// A thread-safe registry of memory registrations in one protection
@@ -46,27 +48,16 @@ pub struct MrRegistry {
 
 pub(crate) struct RegistryInner {
     registrar: Box<dyn Registrar>,
-    table: RwLock<Table>,
+    /// Live registrations by address range (a B+ tree that answers
+    /// interval queries, see `table`).
+    table: RwLock<Table<Entry>>,
     next_id: AtomicUsize,
     pub(crate) counters: Counters,
 }
 
-/// Registrations sorted by (start address, id), in two parallel vectors:
-/// a lookup binary-searches the dense key vector (few cache lines) and
-/// touches one or two entries. Inserting and removing shift the vectors,
-/// which is cheap next to the registration itself.
-#[derive(Default)]
-struct Table {
-    keys: Vec<(usize, usize)>,
-    entries: Vec<Entry>,
-    /// Longest live segment: bounds how far back a lookup must scan.
-    max_len: usize,
-}
-
-/// What a lookup needs, stored in the map itself so a hit touches no
+/// What a lookup needs, stored in the table itself so a hit touches no
 /// segment behind a pointer.
 struct Entry {
-    end: usize,
     rdma_base: u64,
     lkey: u32,
     rkey: u32,
@@ -74,6 +65,8 @@ struct Entry {
 }
 
 impl Entry {
+    /// The view of `len` bytes at `addr` of this entry's registration,
+    /// which starts at `start` and covers them.
     fn view(&self, start: usize, id: usize, addr: usize, len: usize) -> MemoryRegionView {
         MemoryRegionView {
             id,
@@ -82,59 +75,6 @@ impl Entry {
             size: len,
             lkey: self.lkey,
             rkey: self.rkey,
-        }
-    }
-}
-
-impl Table {
-    /// Entries that could contain `addr`, nearest start first, as
-    /// ((start, id), entry).
-    fn candidates(&self, addr: usize) -> impl Iterator<Item = (&(usize, usize), &Entry)> {
-        let floor = addr.saturating_sub(self.max_len);
-        let upto = self.keys.partition_point(|&(start, _)| start <= addr);
-        self.keys[..upto]
-            .iter()
-            .zip(&self.entries[..upto])
-            .rev()
-            .take_while(move |((start, _), _)| *start >= floor)
-    }
-
-    fn insert(&mut self, key: (usize, usize), entry: Entry) {
-        let at = self.keys.partition_point(|k| *k < key);
-        self.keys.insert(at, key);
-        self.entries.insert(at, entry);
-    }
-
-    /// The tightest registration covering `[addr, end)`.
-    fn covering(&self, addr: usize, end: usize) -> Option<MemoryRegionView> {
-        let mut best: Option<(usize, usize, &Entry)> = None;
-        for (&(start, id), e) in self.candidates(addr) {
-            if e.end >= end && best.is_none_or(|(s, i, b)| (e.end - start, id) < (b.end - s, i)) {
-                best = Some((start, id, e));
-            }
-        }
-        best.map(|(start, id, e)| e.view(start, id, addr, end - addr))
-    }
-
-    fn containing(&self, addr: usize) -> Option<&Arc<Segment>> {
-        self.candidates(addr)
-            .find(|(_, e)| addr < e.end)
-            .map(|(_, e)| &e.seg)
-    }
-
-    fn remove(&mut self, seg: &Segment) {
-        if let Ok(at) = self.keys.binary_search(&(seg.addr, seg.id)) {
-            self.keys.remove(at);
-            self.entries.remove(at);
-        }
-        if seg.len == self.max_len {
-            self.max_len = self
-                .keys
-                .iter()
-                .zip(&self.entries)
-                .map(|(&(s, _), e)| e.end - s)
-                .max()
-                .unwrap_or(0);
         }
     }
 }
@@ -268,12 +208,19 @@ impl MrRegistry {
         let end = checked_end(start as u64, len as u64)? as usize;
         {
             let table = self.inner.table.read();
-            let found = table.candidates(start).map(|(_, e)| &e.seg).find(|s| {
-                s.covers(start, end)
-                    && s.owned.is_none()
+            // The nearest-starting registration that covers the range and
+            // would have been made the same way.
+            let found = table.covering(start, end, |hit| {
+                let s = &hit.value.seg;
+                if s.owned.is_none()
                     && s.access.contains(opts.access)
                     && opts.addressing == Addressing::Virtual
                     && s.rdma_base == s.addr as u64
+                {
+                    ControlFlow::Break(s)
+                } else {
+                    ControlFlow::Continue(())
+                }
             });
             if let Some(seg) = found {
                 self.inner.counters.hit();
@@ -346,14 +293,12 @@ impl MrRegistry {
         });
         let mut table = self.inner.table.write();
         let entry = Entry {
-            end: seg.end(),
             rdma_base: seg.rdma_base,
             lkey: seg.lkey,
             rkey: seg.rkey,
             seg: seg.clone(),
         };
-        table.insert((seg.addr, seg.id), entry);
-        table.max_len = table.max_len.max(len);
+        table.insert(seg.addr, seg.end(), seg.id, entry);
         let c = &self.inner.counters;
         c.made.fetch_add(1, Relaxed);
         c.live.fetch_add(1, Relaxed);
@@ -366,9 +311,9 @@ impl MrRegistry {
     pub fn view(&self, addr: usize, len: usize) -> Result<MemoryRegionView, MrError> {
         let end = checked_end(addr as u64, len as u64)? as usize;
         let table = self.inner.table.read();
-        if let Some(view) = table.covering(addr, end) {
+        if let Some(hit) = table.tightest(addr, end) {
             self.inner.counters.hit();
-            return Ok(view);
+            return Ok(hit.value.view(hit.start, hit.id, addr, len));
         }
         self.inner.counters.miss();
         let first = table.containing(addr);
@@ -382,9 +327,9 @@ impl MrRegistry {
             },
             (Some(a), _) => MrError::OutOfRange {
                 id: a.id,
-                offset: (addr - a.addr) as u64,
+                offset: (addr - a.start) as u64,
                 len: len as u64,
-                size: a.len as u64,
+                size: a.len() as u64,
             },
             _ => MrError::NotRegistered { addr, len },
         })
@@ -411,7 +356,8 @@ impl RegistryInner {
         if handles != 1 {
             return Err(MrError::StillShared { handles });
         }
-        table.remove(seg);
+        // The table's `Arc`; the caller's keeps the segment alive.
+        drop(table.remove(seg.addr, seg.id));
         self.counters.live.fetch_sub(1, Relaxed);
         self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
         Ok(())
@@ -423,7 +369,9 @@ impl RegistryInner {
         // Handles and the table hold the only Arcs; clones are made from a
         // live handle or under this lock, so 2 means "the table and me".
         if Arc::strong_count(seg) == 2 {
-            table.remove(seg);
+            // The table's `Arc`; the caller's keeps the segment (and its
+            // keys) alive until after the lock is released.
+            drop(table.remove(seg.addr, seg.id));
             self.counters.live.fetch_sub(1, Relaxed);
             self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
         }

@@ -156,8 +156,8 @@ impl Opened {
             #[cfg(feature = "ucx")]
             Backend::Ucx => {
                 let ctx = ferrovia_ucx::UcxContext::new()?;
-                #[allow(unused_mut)]
-                let mut builder = ferrovia_ucx::UcxTransport::builder();
+                let mut builder = ferrovia_ucx::UcxTransport::builder()
+                    .shared_receives(channel.config().shared_receives);
                 #[cfg(feature = "verbs")]
                 {
                     let caps = channel.config().caps;
@@ -274,10 +274,9 @@ impl Opened {
                         peer: None,
                         source: Box::new(e.into()),
                     })?;
-                let transport = Arc::new(transport);
                 Ok((
-                    MultiChannel::over(transport.clone(), registry, channel.config().clone()),
-                    Renewer::Ucx(transport),
+                    MultiChannel::over(Arc::new(transport), registry, channel.config().clone()),
+                    Renewer::Ucx,
                 ))
             }
         }
@@ -290,7 +289,7 @@ pub(crate) enum Renewer {
     #[cfg(feature = "verbs")]
     Verbs,
     #[cfg(feature = "ucx")]
-    Ucx(Arc<ferrovia_ucx::UcxTransport>),
+    Ucx,
 }
 
 impl Renewer {
@@ -308,14 +307,7 @@ impl Renewer {
                 Link::Verbs(postcard::to_allocvec(&ep).map_err(protocol)?)
             }
             #[cfg(feature = "ucx")]
-            Renewer::Ucx(transport) => {
-                let _ = (multi, peer, transport);
-                return Err(NodeError::Transport(
-                    ferrovia_channel::TransportError::Config(
-                        "reconnecting over UCX is not implemented yet".into(),
-                    ),
-                ));
-            }
+            Renewer::Ucx => Link::Ucx(multi.renew_transport(peer)?),
         };
         postcard::to_allocvec(&link).map_err(protocol)
     }
@@ -334,6 +326,8 @@ impl Renewer {
                 let ep: Endpoint = postcard::from_bytes(&bytes).map_err(protocol)?;
                 Ok(multi.connect(peer, &ep)?)
             }
+            #[cfg(feature = "ucx")]
+            (Renewer::Ucx, Link::Ucx(bytes)) => Ok(multi.connect_renewed(peer, &bytes)?),
             (_, other) => Err(BootstrapError::Protocol(format!(
                 "rank {peer} renewed its side on the {} backend",
                 other.backend()

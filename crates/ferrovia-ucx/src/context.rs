@@ -91,6 +91,7 @@ fn init(config: *const ffi::ucp_config_t) -> Result<ffi::ucp_context_h, UcxError
             ffi::UCP_FEATURE_TAG
                 | ffi::UCP_FEATURE_RMA
                 | ffi::UCP_FEATURE_AM
+                | ffi::UCP_FEATURE_AMO64
                 | ffi::UCP_FEATURE_WAKEUP,
         ),
         // Registration runs on user threads while the progress thread

@@ -1,237 +1,73 @@
 //! The engine: the UCX worker, its endpoints, remote keys and requests,
-//! owned by the progress thread and turned under one lock by it or by a
-//! user thread that polls. User threads hand it commands through a
-//! lock-free queue and read completions from another. Control messages
-//! (keys, revocations, goodbyes) are `control_plane`'s.
+//! behind one lock. The worker is created SERIALIZED: whoever holds the
+//! lock may call into it, and four kinds of thread do:
+//!
+//! - a user thread that posts: it issues its ops itself (`post_sends`,
+//!   `post_recvs`) when the lock is free, with no hand-off;
+//! - a user thread that polls or waits: it takes a turn itself when the
+//!   lock is free and takes what completed straight from the engine;
+//! - a thread dropping a registration, which turns the engine while it
+//!   waits for the revocation;
+//! - the progress thread (`progress`), which owns the engine and turns it
+//!   whenever nobody else does, and stands back while user threads do.
+//!
+//! A post that finds the lock taken goes through the command queue; every
+//! turn, and every direct post, drains that queue first, so ops leave in
+//! posting order whichever way they came. A turn: commands,
+//! `ucp_worker_progress`, then the events UCX's callbacks recorded
+//! (`crate::events`; no callback re-enters the engine). An `*_nbx` call
+//! that completes or fails inside the call has no callback: the send
+//! pipeline applies that outcome at once. Completions collect in the
+//! engine (`ready`); whoever lets go of the lock without taking them
+//! publishes them to `Shared::done` and wakes a waiting thread.
+//!
+//! The parts: `token` (what a request's `user_data` names), `send` (the
+//! send pipeline, with `crate::peer`'s ordering rules), `endpoints`
+//! (creation, failure, close), `control_plane` (keys, revocations,
+//! goodbyes); receives are `crate::tag`'s.
 //!
 //! Buffers named by an operation stay in use until UCX reports the
 //! operation complete (or cancelled); the channel core's scopes wait for
 //! that report, so dropping a handle never frees memory UCX still touches.
 
-use std::ffi::c_void;
+use std::collections::VecDeque;
 use std::ptr::null_mut;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc;
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
 
-use crossbeam::queue::SegQueue;
-use ferrovia_channel::{Completion, MAX_ELEMENTS, OpKind, RecvOp, SendOp};
-use ferrovia_types::{AccessFlags, Sge};
-use parking_lot::{Condvar, Mutex};
+use ferrovia_channel::Completion;
 
-use crate::context::{ContextHandle, UcxContext};
-use crate::control::{AM_ID, Control};
+use crate::context::ContextHandle;
+use crate::control::AM_ID;
 use crate::error::{UcxError, check};
 use crate::events::{self, Event};
 use crate::ffi;
 use crate::keys::KeyDirectory;
-use crate::peer::{Peer, RemoteKey};
-use crate::revoke::Revocation;
-use crate::status::{REMOTE_ACCESS, Started, started, vendor_err, wc_status};
-use crate::tag;
+use crate::peer::Peer;
+use crate::status::{vendor_err, wc_status};
+use crate::tag::{self, Receives};
 
 mod control_plane;
+mod endpoints;
+mod progress;
+mod send;
+pub(crate) mod token;
 
-/// How long the thread keeps polling after the last activity before it
-/// sleeps on the worker's event fd: long enough to catch a ping-pong reply.
-const SPIN: Duration = Duration::from_micros(200);
-/// How long the progress thread stays out of the way once a user thread
-/// took a turn; it looks again after that.
-const STAND_BACK: Duration = Duration::from_micros(500);
+pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, turn_inline, with_engine};
+use token::{
+    CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
+    split,
+};
+
 /// How long shutdown waits for endpoints to close gracefully.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// What user threads ask of the progress thread.
-pub(crate) enum Cmd {
-    Send {
-        peer: usize,
-        op: SendOp,
-    },
-    Recv {
-        peer: usize,
-        op: RecvOp,
-    },
-    Flush {
-        peer: usize,
-    },
-    Connect {
-        me: usize,
-        addresses: Vec<Vec<u8>>,
-        reply: mpsc::Sender<Result<(), UcxError>>,
-    },
-    /// Raw bytes on the control channel (tests of the malformed path).
-    RawControl {
-        peer: usize,
-        bytes: Vec<u8>,
-    },
-    /// A deregistered key to revoke at the peers that fetched it.
-    Revoke(Arc<Revocation>),
-    Shutdown,
-}
-
-/// State shared between user threads and the progress thread.
-pub(crate) struct Shared {
-    pub(crate) cmds: SegQueue<Cmd>,
-    pub(crate) done: SegQueue<Completion>,
-    sleeping: AtomicBool,
-    pub(crate) waiters: AtomicUsize,
-    pub(crate) lock: Mutex<()>,
-    pub(crate) cv: Condvar,
-    pub(crate) malformed: AtomicU64,
-    pub(crate) alive: AtomicBool,
-    /// Turns user threads took since the progress thread last looked.
-    pub(crate) user_turns: AtomicU64,
-    worker: AtomicPtr<ffi::ucp_worker>,
-    /// The transport's event fd, signalled on delivery when armed.
-    pub(crate) events: crate::notify::Notifier,
-}
-
-impl Shared {
-    pub(crate) fn new() -> Shared {
-        Shared {
-            cmds: SegQueue::new(),
-            done: SegQueue::new(),
-            sleeping: AtomicBool::new(false),
-            waiters: AtomicUsize::new(0),
-            lock: Mutex::new(()),
-            cv: Condvar::new(),
-            malformed: AtomicU64::new(0),
-            alive: AtomicBool::new(true),
-            user_turns: AtomicU64::new(0),
-            worker: AtomicPtr::new(null_mut()),
-            events: crate::notify::Notifier::new(),
-        }
-    }
-
-    /// Queues a command and wakes the thread if it sleeps.
-    pub(crate) fn send(&self, cmd: Cmd) {
-        self.cmds.push(cmd);
-        self.wake(false);
-    }
-
-    pub(crate) fn wake(&self, always: bool) {
-        if always || self.sleeping.load(SeqCst) {
-            let w = self.worker.load(SeqCst);
-            if !w.is_null() {
-                // SAFETY: the worker lives until the progress thread exits,
-                // which only happens after `Shutdown`, sent by the
-                // transport's `Drop` (no other user call can run then);
-                // ucp_worker_signal may be called from any thread.
-                unsafe { ffi::ucp_worker_signal(w) };
-            }
-        }
-    }
-
-    fn complete(&self, c: Completion) {
-        self.done.push(c);
-        self.events.signal();
-    }
-
-    fn notify(&self) {
-        self.events.signal();
-        if self.waiters.load(SeqCst) > 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
-        }
-    }
-}
-
-// Token classes: what a `user_data` names. Layout: class in bits 56..64,
-// peer in 32..56, sequence number or slot in 0..32.
-const PART: u64 = 1;
-const FLUSH: u64 = 2;
-const RECV: u64 = 3;
-const NOTIFY: u64 = 4;
-const CTRL: u64 = 5;
-const CLOSE: u64 = 6;
-const EP_ERROR: u64 = 7;
-const REVOKE_FLUSH: u64 = 9;
-const GOODBYE_FLUSH: u64 = 10;
-/// A control message arrived.
-pub(crate) const CONTROL_TOKEN: u64 = 8 << 56;
-/// The most peers a token can name.
-pub(crate) const MAX_PEERS: usize = 1 << 24;
-
-fn token(class: u64, peer: usize, index: u32) -> u64 {
-    class << 56 | (peer as u64) << 32 | u64::from(index)
-}
-
-fn split(token: u64) -> (u64, usize, u32) {
-    (
-        token >> 56,
-        ((token >> 32) & 0xff_ffff) as usize,
-        token as u32,
-    )
-}
-
-pub(crate) fn ep_error_token(peer: usize) -> u64 {
-    token(EP_ERROR, peer, 0)
-}
-
-fn user_data(token: u64) -> *mut c_void {
-    token as usize as *mut c_void
-}
-
-/// A posted receive.
-struct RecvState {
-    peer: usize,
-    wr_id: u64,
-    /// The request while UCX holds it; NULL once completed or cancelled.
-    request: *mut c_void,
-    iov: Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
-}
-
-/// Buffer, count and datatype for `sges`, using `iov` for several.
-fn layout(
-    sges: &[Sge],
-    iov: &mut Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
-) -> (*mut c_void, usize, ffi::ucp_datatype_t) {
-    const CONTIG_BYTES: ffi::ucp_datatype_t =
-        (1 << ffi::UCP_DATATYPE_SHIFT) | ffi::UCP_DATATYPE_CONTIG as ffi::ucp_datatype_t;
-    match sges {
-        [] => (null_mut(), 0, CONTIG_BYTES),
-        [one] => (
-            one.addr() as usize as *mut c_void,
-            one.length() as usize,
-            CONTIG_BYTES,
-        ),
-        many => {
-            let v = iov.insert(Box::new([ffi::ucp_dt_iov::default(); MAX_ELEMENTS]));
-            for (slot, s) in v.iter_mut().zip(many) {
-                slot.buffer = s.addr() as usize as *mut c_void;
-                slot.length = s.length() as usize;
-            }
-            (
-                v.as_mut_ptr().cast(),
-                many.len(),
-                ffi::UCP_DATATYPE_IOV as ffi::ucp_datatype_t,
-            )
-        }
-    }
-}
-
-fn send_param(token: u64) -> ffi::ucp_request_param_t {
-    let mut p = ffi::ucp_request_param_t {
-        op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK | ffi::UCP_OP_ATTR_FIELD_USER_DATA,
-        user_data: user_data(token),
-        ..Default::default()
-    };
-    p.cb.send = Some(events::send_done);
-    p
-}
-
-/// Records the outcome of an `*_nbx` call that completed or failed inside
-/// the call (no callback runs for those).
-fn record(token: u64, r: ffi::ucs_status_ptr_t) -> Started {
-    let s = started(r);
-    match s {
-        Started::Done => events::push(Event::new(token, ffi::UCS_OK)),
-        Started::Failed(st) => events::push(Event::new(token, st)),
-        Started::Pending(_) => {}
-    }
-    s
+/// Counts the posting tests look at (`UcxTransport::post_stats`).
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) direct_posts: u64,
+    pub(crate) endpoint_flushes: u64,
 }
 
 pub(crate) struct Engine {
@@ -241,8 +77,9 @@ pub(crate) struct Engine {
     dir: Arc<KeyDirectory>,
     me: usize,
     peers: Vec<Peer>,
-    recvs: Vec<Option<RecvState>>,
-    free_recvs: Vec<u32>,
+    /// Every peer's worker address (a renewed endpoint goes to it again).
+    addresses: Vec<Vec<u8>>,
+    recvs: Receives,
     ctrl: std::collections::HashMap<u32, Vec<u8>>,
     next_ctrl: u32,
     closing: usize,
@@ -250,6 +87,12 @@ pub(crate) struct Engine {
     is_dirty: Vec<bool>,
     dead_rkeys: Vec<ffi::ucp_rkey_h>,
     cp: control_plane::ControlPlane,
+    /// Completions not yet handed out: the polling thread takes them
+    /// straight from here (also those its own posts produced); the
+    /// progress thread and a revocation's turns publish them to
+    /// `Shared::done` before they let go of the lock.
+    ready: VecDeque<Completion>,
+    pub(crate) stats: Stats,
     scratch: Vec<Event>,
     shutdown: bool,
     /// Endpoints use peer error handling (not every UCX transport has it).
@@ -259,106 +102,8 @@ pub(crate) struct Engine {
     // Keeps the context alive while the worker exists.
     _ctx: Arc<ContextHandle>,
 }
-
-/// The engine, shared by the progress thread and user threads that drive
-/// progress inline while they poll.
-pub(crate) type EngineCell = Arc<Mutex<Engine>>;
-
-/// Creates the worker and starts the progress thread; returns the
-/// thread, the engine and the worker's address.
-pub(crate) fn spawn(
-    ctx: &UcxContext,
-    dir: Arc<KeyDirectory>,
-    shared: Arc<Shared>,
-    detect_failures: bool,
-) -> Result<(JoinHandle<()>, EngineCell, Vec<u8>), UcxError> {
-    let (engine, address) = Engine::new(ctx.handle.clone(), dir, shared.clone(), detect_failures)?;
-    let engine = Arc::new(Mutex::new(engine));
-    let cell = engine.clone();
-    let handle = thread::Builder::new()
-        .name("ferrovia-ucx".into())
-        .spawn(move || progress_thread(cell, shared))
-        .map_err(|e| UcxError::ProgressThread(format!("cannot spawn: {e}")))?;
-    Ok((handle, engine, address))
-}
-
-/// Turns the engine on this thread if nobody else is (a user thread that
-/// posts or polls, or one waiting for a revocation); whether it did.
-pub(crate) fn turn_inline(engine: &EngineCell, shared: &Shared) -> bool {
-    let Some(mut e) = engine.try_lock() else {
-        return false;
-    };
-    if e.is_shut_down() {
-        return false;
-    }
-    shared.user_turns.fetch_add(1, SeqCst);
-    let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.turn()));
-    if turned.is_err() {
-        log::error!("UCX progress panicked on a user thread; the transport is dead");
-        e.poison();
-        shared.alive.store(false, SeqCst);
-    }
-    true
-}
-
-/// The progress thread: turns the engine while there is activity, spins
-/// a little after it, then sleeps on the worker's event fd (without the
-/// lock, so a polling user thread can progress meanwhile).
-fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut last_activity = Instant::now();
-        loop {
-            // A user thread busy-polling drives progress itself. Stand back
-            // without arming the worker: an armed worker would wake this
-            // thread on every message and preempt the poller.
-            // Unless an event loop sleeps on the transport's event fd: it
-            // waits for this thread to deliver.
-            if shared.user_turns.swap(0, SeqCst) > 0 && !shared.events.armed() {
-                thread::sleep(STAND_BACK);
-                last_activity = Instant::now();
-                continue;
-            }
-            let busy = {
-                let mut e = engine.lock();
-                let busy = e.turn();
-                if e.shutdown {
-                    e.close_all();
-                    return;
-                }
-                busy
-            };
-            if busy {
-                last_activity = Instant::now();
-            } else if last_activity.elapsed() < SPIN {
-                thread::yield_now();
-            } else {
-                let efd = engine.lock().arm();
-                if let Some(fd) = efd {
-                    let mut p = libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut p, 1, 100) };
-                }
-                shared.sleeping.store(false, SeqCst);
-                last_activity = Instant::now();
-            }
-        }
-    }));
-    if outcome.is_err() {
-        log::error!("the UCX progress thread panicked; the transport is dead");
-        // Requests in flight may still reference the worker: leak it
-        // rather than destroy it under them.
-        engine.lock().leak = true;
-    }
-    shared.alive.store(false, SeqCst);
-    shared.notify();
-}
-
 impl Engine {
-    fn new(
+    pub(super) fn new(
         ctx: Arc<ContextHandle>,
         dir: Arc<KeyDirectory>,
         shared: Arc<Shared>,
@@ -383,8 +128,8 @@ impl Engine {
             dir,
             me: 0,
             peers: Vec::new(),
-            recvs: Vec::new(),
-            free_recvs: Vec::new(),
+            addresses: Vec::new(),
+            recvs: Receives::default(),
             ctrl: Default::default(),
             next_ctrl: 0,
             closing: 0,
@@ -392,6 +137,8 @@ impl Engine {
             is_dirty: Vec::new(),
             dead_rkeys: Vec::new(),
             cp: Default::default(),
+            ready: VecDeque::new(),
+            stats: Stats::default(),
             scratch: Vec::new(),
             shutdown: false,
             detect_failures,
@@ -448,7 +195,9 @@ impl Engine {
         if self.shutdown {
             return busy;
         }
-        busy |= self.expire_revocations();
+        if self.cp.has_revocations() {
+            busy |= self.expire_revocations();
+        }
         // SAFETY: the worker is used under the engine's lock only.
         busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
         busy |= self.handle_events();
@@ -457,7 +206,7 @@ impl Engine {
 
     /// Prepares to sleep: marks the thread sleeping and arms the worker's
     /// event fd; the fd to wait on, or `None` when there is work already.
-    fn arm(&mut self) -> Option<i32> {
+    pub(super) fn arm(&mut self) -> Option<i32> {
         self.shared.sleeping.store(true, SeqCst);
         if self.shared.cmds.is_empty() {
             // SAFETY: the worker is used under the engine's lock only.
@@ -480,7 +229,7 @@ impl Engine {
         self.shutdown = true;
     }
 
-    fn mark(&mut self, peer: usize) {
+    pub(super) fn mark(&mut self, peer: usize) {
         if let Some(d) = self.is_dirty.get_mut(peer)
             && !*d
         {
@@ -489,362 +238,72 @@ impl Engine {
         }
     }
 
-    fn drain_commands(&mut self) -> bool {
-        let mut any = false;
-        while let Some(cmd) = self.shared.cmds.pop() {
-            any = true;
-            match cmd {
-                Cmd::Send { peer, op } => self.enqueue(peer, op),
-                Cmd::Recv { peer, op } => self.post_recv(peer, op),
-                Cmd::Flush { peer } => self.fail_peer(peer, ffi::UCS_ERR_CANCELED),
-                Cmd::Connect {
-                    me,
-                    addresses,
-                    reply,
-                } => {
-                    let _ = reply.send(self.connect(me, &addresses));
-                }
-                Cmd::RawControl { peer, bytes } => self.send_control(peer, bytes),
-                Cmd::Revoke(r) => self.start_revocation(r),
-                Cmd::Shutdown => {
-                    self.shutdown = true;
-                    return true;
-                }
-            }
+    /// Posts receives from `peer` from the caller's thread, which holds the
+    /// engine: commands queued meanwhile go first.
+    pub(crate) fn post_recvs(&mut self, peer: usize, ops: &[ferrovia_channel::RecvOp]) {
+        self.stats.direct_posts += 1;
+        self.drain_commands();
+        for op in ops {
+            self.post_recv(peer, op);
         }
-        if any {
+        // An outcome inside the call is an event: none stays behind in
+        // this thread's list once it lets go of the engine.
+        if events::pending() {
             self.handle_events();
         }
-        any
     }
 
-    fn connect(&mut self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
-        if !self.peers.is_empty() {
-            return Err(UcxError::AlreadyConnected);
+    /// Posts receives to the shared pool (any sender) from the caller's
+    /// thread, which holds the engine: commands queued meanwhile go first.
+    pub(crate) fn post_pool_recvs(&mut self, ops: &[ferrovia_channel::RecvOp]) {
+        self.stats.direct_posts += 1;
+        self.drain_commands();
+        for op in ops {
+            self.recvs.post(self.worker, tag::ANY, op);
         }
-        if addresses.len() > MAX_PEERS.min(tag::MAX_PEERS) || me >= addresses.len() {
-            return Err(UcxError::BadPeers {
-                me,
-                peers: addresses.len(),
-            });
+        if events::pending() {
+            self.handle_events();
         }
-        let mut eps = Vec::with_capacity(addresses.len());
-        for (j, a) in addresses.iter().enumerate() {
-            let mut status = self.create_ep(j, a);
-            if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
-                // Shared memory and self have no peer failure handling in
-                // UCX 1.13: without it a dead peer surfaces as the scope's
-                // timeout and flush instead.
-                log::info!(
-                    "ucx: no transport to peer {j} detects peer failure; continuing without"
-                );
-                self.detect_failures = false;
-                status = self.create_ep(j, a);
-            }
-            match status {
-                Ok(ep) => eps.push(ep),
-                Err(s) => {
-                    for ep in eps {
-                        self.close_ep(ep, true);
-                    }
-                    return Err(crate::error::status_error("ucp_ep_create", s));
-                }
-            }
-        }
-        self.me = me;
-        self.peers = eps.into_iter().map(Peer::new).collect();
-        self.is_dirty = vec![false; self.peers.len()];
-        log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
-        Ok(())
     }
 
-    fn create_ep(
-        &mut self,
-        peer: usize,
-        address: &[u8],
-    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
-        let mut params = ffi::ucp_ep_params_t {
-            field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS),
-            address: address.as_ptr().cast(),
-            ..Default::default()
+    /// Cancels the pool's receives: each is reported, flushed.
+    pub(crate) fn cancel_pool(&mut self) {
+        self.drain_commands();
+        self.recvs.cancel(self.worker, Some(tag::ANY));
+        self.handle_events();
+    }
+
+    /// Arms the pool's low watermark.
+    pub(crate) fn arm_pool_limit(&mut self, limit: u32) {
+        self.drain_commands();
+        self.handle_events();
+        self.recvs.arm_limit(limit);
+    }
+
+    /// Whether the pool fell below its armed limit (checking clears it).
+    pub(crate) fn pool_limit_hit(&mut self) -> bool {
+        self.handle_events();
+        self.recvs.take_limit_hit()
+    }
+
+    /// Posts a receive from `peer`, or completes it with an error if the
+    /// peer does not exist or failed.
+    pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::RecvOp) {
+        let status = match self.peers.get(peer) {
+            None => ffi::UCS_ERR_INVALID_PARAM,
+            Some(p) if p.failed.is_some() => ffi::UCS_ERR_CANCELED,
+            Some(_) => return self.recvs.post(self.worker, peer, op),
         };
-        if self.detect_failures {
-            params.field_mask |= u64::from(
-                ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
-            );
-            params.err_mode = ffi::UCP_ERR_HANDLING_MODE_PEER;
-            params.err_handler.cb = Some(events::endpoint_failed);
-            params.err_handler.arg = peer as *mut c_void;
-        }
-        let mut ep = null_mut();
-        // SAFETY: valid worker, params and out-pointer; UCX copies the
-        // address during the call.
-        let status = unsafe { ffi::ucp_ep_create(self.worker, &params, &mut ep) };
-        if status == ffi::UCS_OK {
-            Ok(ep)
-        } else {
-            Err(status)
-        }
-    }
-
-    fn enqueue(&mut self, peer: usize, op: SendOp) {
-        let Some(p) = self.peers.get_mut(peer) else {
-            self.shared
-                .complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
-            return;
-        };
-        p.push(op);
-        self.mark(peer);
-    }
-
-    /// Issues what can be issued of `peer`'s queue, in order.
-    fn pump(&mut self, peer: usize) {
-        loop {
-            let p = &mut self.peers[peer];
-            if let Some(status) = p.failed {
-                let from = p.cursor;
-                for e in p.queue.iter_mut().skip(from) {
-                    e.fail(status);
-                }
-                p.cursor = p.queue.len();
-                return;
-            }
-            if p.gate {
-                return;
-            }
-            let cursor = p.cursor;
-            let Some(e) = p.queue.get_mut(cursor) else {
-                return;
-            };
-            match e.op.kind {
-                // Not offered yet (`atomics()` is false, so the core
-                // refuses them before posting).
-                OpKind::FetchAdd | OpKind::CompareSwap => e.fail(ffi::UCS_ERR_UNSUPPORTED),
-                OpKind::Send => {
-                    if p.unflushed > 0 {
-                        return;
-                    }
-                    self.issue_send(peer, cursor);
-                }
-                kind @ (OpKind::Write | OpKind::Read) => {
-                    let key = e.op.rkey;
-                    match p.keys.get(&key) {
-                        None => {
-                            p.keys.insert(key, RemoteKey::Requested);
-                            let me = self.me as u32;
-                            self.send_control(peer, Control::Request { from: me, key }.encode());
-                            return;
-                        }
-                        Some(RemoteKey::Requested) => return,
-                        Some(RemoteKey::Missing | RemoteKey::Revoked) => e.fail(REMOTE_ACCESS),
-                        Some(RemoteKey::Ready { rkey, info }) => {
-                            let need = if kind == OpKind::Write {
-                                AccessFlags::REMOTE_WRITE
-                            } else {
-                                AccessFlags::REMOTE_READ
-                            };
-                            let total = e.op.sges().iter().map(|s| u64::from(s.length())).sum();
-                            match info.translate(e.op.remote_addr, total, need) {
-                                None => e.fail(REMOTE_ACCESS),
-                                Some(addr) => {
-                                    if kind == OpKind::Read && p.unflushed > 0 {
-                                        return;
-                                    }
-                                    let rkey = *rkey;
-                                    self.issue_rma(peer, cursor, rkey, addr);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            self.peers[peer].cursor += 1;
-        }
-    }
-
-    fn issue_send(&mut self, peer: usize, idx: usize) {
-        let me = self.me;
-        let p = &mut self.peers[peer];
-        let ep = p.ep;
-        let e = &mut p.queue[idx];
-        let t = token(PART, peer, e.seq);
-        e.issued = true;
-        e.outstanding = 1;
-        let tag = tag::send_tag(me, e.op.imm, false);
-        let sges = e.op.sges;
-        let n = e.op.num_sge;
-        let (buf, count, dt) = layout(&sges[..n], &mut e.iov);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_DATATYPE;
-        param.datatype = dt;
-        // SAFETY: the endpoint is live (the peer has not failed); the
-        // buffers stay valid until the op completes (the caller's
-        // contract), and the iovec lives in the entry until then.
-        let r = unsafe { ffi::ucp_tag_send_nbx(ep, buf, count, tag, &param) };
-        record(t, r);
-    }
-
-    fn issue_rma(&mut self, peer: usize, idx: usize, rkey: ffi::ucp_rkey_h, addr: u64) {
-        let p = &mut self.peers[peer];
-        let ep = p.ep;
-        let e = &mut p.queue[idx];
-        let t = token(PART, peer, e.seq);
-        e.issued = true;
-        let write = e.is_write();
-        let mut remote = addr;
-        for s in e.op.sges() {
-            let param = send_param(t);
-            let (local, len) = (s.addr() as usize as *mut c_void, s.length() as usize);
-            // SAFETY: live endpoint and unpacked rkey; the range was checked
-            // against the peer's registration; the local buffer stays valid
-            // until the op completes (the caller's contract).
-            let r = unsafe {
-                if write {
-                    ffi::ucp_put_nbx(ep, local, len, remote, rkey, &param)
-                } else {
-                    ffi::ucp_get_nbx(ep, local, len, remote, rkey, &param)
-                }
-            };
-            e.outstanding += 1;
-            record(t, r);
-            remote += len as u64;
-        }
-        if write {
-            let (seq, imm) = (e.seq, e.op.imm.is_some());
-            p.unflushed += 1;
-            p.flush_needed = true;
-            p.last_write = seq;
-            p.gate |= imm;
-        }
-    }
-
-    fn flush_if_needed(&mut self, peer: usize) {
-        let p = &mut self.peers[peer];
-        if !p.flush_needed || p.failed.is_some() {
-            return;
-        }
-        p.flush_needed = false;
-        let t = token(FLUSH, peer, p.last_write);
-        let param = send_param(t);
-        // SAFETY: live endpoint owned by this thread.
-        let r = unsafe { ffi::ucp_ep_flush_nbx(p.ep, &param) };
-        record(t, r);
-    }
-
-    fn notify(&mut self, peer: usize, seq: u32) {
-        let me = self.me;
-        let p = &mut self.peers[peer];
-        let ep = p.ep;
-        let Some(e) = p.entry_mut(seq) else { return };
-        let t = token(NOTIFY, peer, seq);
-        let tag = tag::send_tag(me, e.op.imm, true);
-        let param = send_param(t);
-        // SAFETY: live endpoint; a zero-length message names no buffer.
-        let r = unsafe { ffi::ucp_tag_send_nbx(ep, null_mut(), 0, tag, &param) };
-        p.gate = false;
-        record(t, r);
-    }
-
-    fn post_recv(&mut self, peer: usize, op: RecvOp) {
-        match self.peers.get(peer) {
-            None => {
-                return self
-                    .shared
-                    .complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
-            }
-            Some(p) if p.failed.is_some() => {
-                return self
-                    .shared
-                    .complete(send_completion(op.wr_id, ffi::UCS_ERR_CANCELED));
-            }
-            Some(_) => {}
-        }
-        let slot = match self.free_recvs.pop() {
-            Some(s) => s,
-            None => {
-                self.recvs.push(None);
-                (self.recvs.len() - 1) as u32
-            }
-        };
-        let state = self.recvs[slot as usize].insert(RecvState {
-            peer,
-            wr_id: op.wr_id,
-            request: null_mut(),
-            iov: None,
-        });
-        let (buf, count, dt) = layout(op.sges(), &mut state.iov);
-        let t = token(RECV, peer, slot);
-        let (tag, mask) = tag::recv_match(peer);
-        let mut info = ffi::ucp_tag_recv_info_t::default();
-        let mut param = ffi::ucp_request_param_t {
-            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK
-                | ffi::UCP_OP_ATTR_FIELD_USER_DATA
-                | ffi::UCP_OP_ATTR_FIELD_DATATYPE
-                | ffi::UCP_OP_ATTR_FIELD_RECV_INFO
-                // UCX 1.13 can complete a receive of an unexpected eager
-                // message inside the call without filling `recv_info`
-                // (sender tag 0: the immediate lost); the callback always
-                // has it.
-                | ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-            user_data: user_data(t),
-            datatype: dt,
-            ..Default::default()
-        };
-        param.cb.recv = Some(events::recv_done);
-        param.recv_info.tag_info = &mut info;
-        // SAFETY: valid worker; the buffers stay valid until the receive
-        // completes or is cancelled (the caller's contract); `info` outlives
-        // the call, which is the only time UCX writes it.
-        let r = unsafe { ffi::ucp_tag_recv_nbx(self.worker, buf, count, tag, mask, &param) };
-        match started(r) {
-            Started::Done => {
-                let mut ev = Event::new(t, ffi::UCS_OK);
-                ev.len = info.length;
-                ev.tag = info.sender_tag;
-                events::push(ev);
-            }
-            Started::Pending(req) => state.request = req,
-            Started::Failed(s) => events::push(Event::new(t, s)),
-        }
-    }
-
-    /// Sends a control message to `peer`; the bytes stay here until UCX
-    /// is done with them.
-    fn send_control(&mut self, peer: usize, bytes: Vec<u8>) {
-        let Some(p) = self.peers.get(peer) else {
-            return;
-        };
-        if p.failed.is_some() || p.ep.is_null() {
-            return;
-        }
-        let ep = p.ep;
-        let id = self.next_ctrl;
-        self.next_ctrl = self.next_ctrl.wrapping_add(1);
-        let t = token(CTRL, peer, id);
-        let buf = self.ctrl.entry(id).insert_entry(bytes);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = ffi::UCP_AM_SEND_FLAG_EAGER;
-        // SAFETY: live endpoint; the header bytes stay in `self.ctrl` until
-        // the completion event removes them.
-        let r = unsafe {
-            ffi::ucp_am_send_nbx(
-                ep,
-                AM_ID,
-                buf.get().as_ptr().cast(),
-                buf.get().len(),
-                null_mut(),
-                0,
-                &param,
-            )
-        };
-        record(t, r);
+        self.complete(send_completion(op.wr_id, status));
     }
 
     /// Acts on everything UCX reported; whether there was anything.
-    fn handle_events(&mut self) -> bool {
+    pub(super) fn handle_events(&mut self) -> bool {
+        if self.dirty.is_empty() && !events::pending() {
+            // What an empty poll finds: no list to swap.
+            return false;
+        }
         let mut any = false;
-        let mut completed = false;
         loop {
             let mut batch = std::mem::take(&mut self.scratch);
             events::take(&mut batch);
@@ -854,30 +313,59 @@ impl Engine {
             }
             any = true;
             for ev in batch.drain(..) {
-                completed |= self.on_event(ev);
+                self.on_event(ev);
             }
             self.scratch = batch;
             while let Some(peer) = self.dirty.pop() {
                 self.is_dirty[peer] = false;
-                self.pump(peer);
-                self.flush_if_needed(peer);
-                let shared = &self.shared;
-                self.peers[peer].retire(|e| {
-                    if e.op.signaled || e.status != ffi::UCS_OK {
-                        shared.complete(send_completion(e.op.wr_id, e.status));
-                        completed = true;
-                    }
-                });
+                self.service(peer);
+                self.retire(peer);
             }
-        }
-        if completed {
-            self.shared.notify();
         }
         any
     }
 
-    /// Applies one event; whether it produced a completion directly.
-    fn on_event(&mut self, ev: Event) -> bool {
+    fn complete(&mut self, c: Completion) {
+        self.ready.push_back(c);
+    }
+
+    /// Moves the completions not taken to `Shared::done`, where any thread
+    /// finds them, and wakes a thread waiting for them.
+    pub(crate) fn publish(&mut self) {
+        if self.ready.is_empty() {
+            return;
+        }
+        for c in self.ready.drain(..) {
+            self.shared.done.push(c);
+        }
+        self.shared.notify();
+    }
+
+    /// Moves up to `out.len()` completions to `out`, the published ones
+    /// first (they are older); how many.
+    pub(crate) fn take_completions(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        if !self.shared.done.is_empty() {
+            while n < out.len() {
+                let Some(c) = self.shared.done.pop() else {
+                    break;
+                };
+                out[n] = c;
+                n += 1;
+            }
+        }
+        while n < out.len() {
+            let Some(c) = self.ready.pop_front() else {
+                break;
+            };
+            out[n] = c;
+            n += 1;
+        }
+        n
+    }
+
+    /// Applies one event.
+    fn on_event(&mut self, ev: Event) {
         let (class, peer, index) = split(ev.token);
         match class {
             PART | NOTIFY => {
@@ -893,16 +381,12 @@ impl Engine {
                     self.mark(peer);
                 }
             }
-            FLUSH => {
-                if let Some(p) = self.peers.get_mut(peer) {
-                    let due = p.flushed(index, ev.status);
-                    for seq in due {
-                        self.notify(peer, seq);
-                    }
-                    self.mark(peer);
+            FLUSH if peer < self.peers.len() => self.flushed(peer, index, ev.status),
+            RECV => {
+                if let Some(c) = self.recvs.finish(index, &ev) {
+                    self.complete(c);
                 }
             }
-            RECV => return self.on_recv(index, &ev),
             CTRL => {
                 self.ctrl.remove(&index);
                 if ev.status != ffi::UCS_OK {
@@ -915,6 +399,13 @@ impl Engine {
             CLOSE => self.closing = self.closing.saturating_sub(1),
             REVOKE_FLUSH => self.revoke_flushed(peer, index, ev.status),
             GOODBYE_FLUSH => self.goodbye_flushed(peer, ev.status),
+            // An error of an endpoint since renewed: nothing to fail.
+            EP_ERROR if self.peers.get(peer).is_some_and(|p| p.generation != index) => {
+                log::debug!(
+                    "ucx: a replaced endpoint to peer {peer} failed (ucs_status_t {})",
+                    ev.status
+                );
+            }
             EP_ERROR => {
                 log::warn!(
                     "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",
@@ -924,72 +415,6 @@ impl Engine {
             }
             _ if ev.token == CONTROL_TOKEN => self.on_control(ev.data.as_deref().unwrap_or(&[])),
             _ => {}
-        }
-        false
-    }
-
-    fn on_recv(&mut self, slot: u32, ev: &Event) -> bool {
-        let Some(state) = self.recvs.get_mut(slot as usize).and_then(Option::take) else {
-            return false;
-        };
-        self.free_recvs.push(slot);
-        let ok = ev.status == ffi::UCS_OK;
-        let write = ok && tag::is_write_imm(ev.tag);
-        self.shared.complete(Completion {
-            wr_id: state.wr_id,
-            status: wc_status(ev.status),
-            vendor_err: vendor_err(ev.status),
-            byte_len: if ok && !write { ev.len as u32 } else { 0 },
-            imm: if ok { tag::imm_of(ev.tag) } else { None },
-            peer: None,
-        });
-        true
-    }
-
-    /// Stops all work towards `peer`: it is told (if it can still hear),
-    /// its endpoint is closed, everything outstanding completes with an
-    /// error.
-    fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
-        if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
-            return;
-        }
-        self.say_goodbye(peer);
-        let p = &mut self.peers[peer];
-        p.fail(status);
-        let ep = std::mem::replace(&mut p.ep, null_mut());
-        for (_, k) in p.keys.drain() {
-            if let RemoteKey::Ready { rkey, .. } = k {
-                self.dead_rkeys.push(rkey);
-            }
-        }
-        for r in self.recvs.iter_mut().flatten() {
-            if r.peer == peer && !r.request.is_null() {
-                let req = std::mem::replace(&mut r.request, null_mut());
-                // SAFETY: a receive request UCX still holds; its callback
-                // reports the cancellation.
-                unsafe { ffi::ucp_request_cancel(self.worker, req) };
-            }
-        }
-        if !ep.is_null() {
-            self.close_ep(ep, true);
-        }
-        self.mark(peer);
-        self.peer_closed(peer);
-    }
-
-    fn close_ep(&mut self, ep: ffi::ucp_ep_h, force: bool) {
-        let t = token(CLOSE, 0, 0);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = if force {
-            ffi::UCP_EP_CLOSE_FLAG_FORCE
-        } else {
-            0
-        };
-        // SAFETY: an endpoint of this worker, closed once.
-        let r = unsafe { ffi::ucp_ep_close_nbx(ep, &param) };
-        if let Started::Pending(_) = started(r) {
-            self.closing += 1;
         }
     }
 }

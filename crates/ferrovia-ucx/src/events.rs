@@ -48,6 +48,13 @@ pub(crate) fn push(ev: Event) {
     });
 }
 
+/// Whether events wait in this thread's list.
+pub(crate) fn pending() -> bool {
+    EVENTS
+        .try_with(|e| e.try_borrow().is_ok_and(|v| !v.is_empty()))
+        .unwrap_or(false)
+}
+
 /// Moves the recorded events into `into` (which must be empty).
 pub(crate) fn take(into: &mut Vec<Event>) {
     let _ = EVENTS.try_with(|e| {
@@ -122,7 +129,7 @@ pub(crate) unsafe extern "C" fn endpoint_failed(
 ) {
     let _ = catch_unwind(|| {
         push(Event::new(
-            crate::engine::ep_error_token(arg as usize),
+            crate::engine::token::ep_error_token(arg as usize),
             status,
         ))
     });
@@ -152,7 +159,7 @@ pub(crate) unsafe extern "C" fn control_received(
             // call; they are copied out before it returns.
             unsafe { std::slice::from_raw_parts(header.cast::<u8>(), header_length) }.into()
         };
-        let mut ev = Event::new(crate::engine::CONTROL_TOKEN, ffi::UCS_OK);
+        let mut ev = Event::new(crate::engine::token::CONTROL_TOKEN, ffi::UCS_OK);
         ev.data = Some(bytes);
         push(ev);
     }));

@@ -8,11 +8,11 @@
 //! its key at every peer that fetched it before the memory is unmapped
 //! (`revoke`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
@@ -56,8 +56,9 @@ pub(crate) struct KeyDirectory {
     /// a deregistration never interleave (a peer that got a key is always
     /// among those its revocation goes to).
     keys: Mutex<HashMap<u32, Entry>>,
-    /// Live `ucp_mem_map(ALLOCATE)` memory, by start address.
-    allocations: Mutex<Vec<std::sync::Weak<Mapped>>>,
+    /// Live `ucp_mem_map(ALLOCATE)` memory, by start address (they do not
+    /// overlap). An allocation removes itself as it is unmapped.
+    allocations: Mutex<BTreeMap<usize, Weak<Mapped>>>,
     /// How long a deregistration waits for acknowledgements.
     pub(crate) revocation_timeout: Duration,
     /// The transport's engine, once started: what a deregistration hands
@@ -79,6 +80,8 @@ pub(crate) struct Mapped {
     addr: usize,
     len: usize,
     ctx: Arc<ContextHandle>,
+    /// Where it is listed once usable (its entry goes when it drops).
+    dir: Weak<KeyDirectory>,
 }
 
 // SAFETY: the handle is only passed to `ucp_rkey_pack`/`ucp_mem_unmap` on a
@@ -89,6 +92,9 @@ unsafe impl Sync for Mapped {}
 
 impl Drop for Mapped {
     fn drop(&mut self) {
+        if let Some(dir) = self.dir.upgrade() {
+            dir.forget_allocation(self);
+        }
         // SAFETY: mapped once by `allocate`, unmapped once here, after the
         // last registration and the owner dropped their `Arc`s.
         let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, self.memh) };
@@ -159,13 +165,45 @@ impl KeyDirectory {
             .collect()
     }
 
-    /// The UCX allocation holding `[addr, addr + len)`, if any.
+    /// The UCX allocation holding `[addr, addr + len)`, if any: the one
+    /// starting nearest at or before `addr` (allocations do not overlap).
     fn allocation_of(&self, addr: usize, len: usize) -> Option<Arc<Mapped>> {
+        let end = addr.checked_add(len)?;
+        // Upgraded outside the lock: if this turns out to be the last
+        // `Arc`, the allocation unlists itself as it drops.
+        let nearest = {
+            let all = self.allocations.lock();
+            all.range(..=addr).next_back()?.1.clone()
+        };
+        // An allocation being unmapped no longer upgrades (and no one can
+        // be registering its memory).
+        let m = nearest.upgrade()?;
+        (end <= m.addr + m.len).then_some(m)
+    }
+
+    /// Lists `mapped`, which is usable from now on.
+    fn remember_allocation(&self, mapped: &Arc<Mapped>) {
+        self.allocations
+            .lock()
+            .insert(mapped.addr, Arc::downgrade(mapped));
+    }
+
+    /// Unlists `mapped` as it is unmapped, unless another allocation has
+    /// its start already (never while it is mapped; checked all the same).
+    fn forget_allocation(&self, mapped: &Mapped) {
         let mut all = self.allocations.lock();
-        all.retain(|w| w.strong_count() > 0);
-        all.iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .find(|m| addr >= m.addr && addr + len <= m.addr + m.len)
+        if all
+            .get(&mapped.addr)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), mapped))
+        {
+            all.remove(&mapped.addr);
+        }
+    }
+
+    /// How many UCX allocations are listed.
+    #[cfg(test)]
+    fn allocations_listed(&self) -> usize {
+        self.allocations.lock().len()
     }
 }
 
@@ -364,6 +402,7 @@ impl UcxRegistrar {
             addr: 0,
             len: 0,
             ctx: self.ctx.clone(),
+            dir: Arc::downgrade(&self.dir),
         };
         // SAFETY: `memh` was just mapped; `attr` is a valid out-pointer.
         check("ucp_mem_query", unsafe {
@@ -388,7 +427,7 @@ impl UcxRegistrar {
         mapped.addr = ptr as usize;
         mapped.len = attr.length;
         let mapped = Arc::new(mapped);
-        self.dir.allocations.lock().push(Arc::downgrade(&mapped));
+        self.dir.remember_allocation(&mapped);
         // SAFETY: `attr.length` bytes at `nn`, page-aligned (checked above),
         // zeroed above and used by nothing else; the memory stays mapped
         // until the last `Arc<Mapped>` drops: the owner, or a registration
@@ -400,6 +439,58 @@ impl UcxRegistrar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocations_are_found_by_address_and_unlisted_when_unmapped() {
+        let ctx = UcxContext::with_options(&[("TLS", "tcp")]).expect("ucp_init over tcp");
+        let dir = Arc::new(KeyDirectory::new(Duration::from_secs(1)));
+        let registrar = UcxRegistrar::new(&ctx, dir.clone());
+        let page = ferrovia_types::page_size();
+        let mut live: Vec<_> = (0..200)
+            .map(|i| {
+                let len = [64, 5000, 3 * page][i % 3];
+                registrar.allocate_mapped(len).expect("ucp_mem_map")
+            })
+            .collect();
+        assert_eq!(dir.allocations_listed(), 200);
+        let at = |addr: usize, len: usize| dir.allocation_of(addr, len).map(|m| m.addr);
+        for a in &live {
+            let (p, len) = (a.ptr().as_ptr() as usize, a.len());
+            assert_eq!(at(p, len), Some(p), "all of it");
+            assert_eq!(at(p, 1), Some(p), "its first byte");
+            assert_eq!(at(p + len - 1, 1), Some(p), "its last byte");
+            assert_ne!(at(p + len, 1), Some(p), "past its end");
+            assert_ne!(at(p - 1, 1), Some(p), "before its start");
+            assert_eq!(at(p + len - 1, 2), None, "across its end");
+            assert_eq!(at(p - 1, 2), None, "across its start");
+        }
+        assert_eq!(at(usize::MAX - 1, 2), None);
+        assert_eq!(at(8, 8), None);
+        // Unmapped allocations leave the directory.
+        let gone: Vec<usize> = live
+            .drain(..100)
+            .map(|a| a.ptr().as_ptr() as usize)
+            .collect();
+        assert_eq!(dir.allocations_listed(), 100);
+        for p in gone {
+            assert_ne!(at(p, 1), Some(p));
+        }
+        // Through the registry: listed while a handle of its registration
+        // lives, unlisted once the last one drops.
+        let registry = ferrovia_mr::MrRegistry::with_registrar(registrar.clone());
+        let buf = registry
+            .alloc(100, ferrovia_mr::RegisterOptions::local())
+            .expect("alloc");
+        let p = buf.addr();
+        assert_eq!(at(p, 100), Some(p));
+        let extra = buf.registration().clone();
+        drop(buf);
+        assert_eq!(at(p, 100), Some(p), "a handle is still alive");
+        drop(extra);
+        assert_ne!(at(p, 100), Some(p));
+        drop(live);
+        assert_eq!(dir.allocations_listed(), 0);
+    }
 
     #[test]
     fn translation_checks_range_and_rights() {

@@ -10,11 +10,14 @@
 //!   read via `ucp_put`/`ucp_get`, and write-with-immediate as a put,
 //!   a flush and a notification.
 //! - One progress thread owns the worker, its endpoints and requests, and
-//!   makes progress whenever nobody else does; a user thread that posts or
-//!   busy-polls takes a turn itself when the worker is free (SERIALIZED
-//!   mode, one lock), so the fast path has no thread hand-off. An
-//!   operation's buffers stay in use until UCX reports it complete, and
-//!   every UCX callback runs inside `catch_unwind`.
+//!   makes progress whenever nobody else does. A user thread that posts
+//!   issues its operations itself, and one that busy-polls takes a turn
+//!   itself and takes its completions straight from the engine, whenever
+//!   the worker is free (SERIALIZED mode, one lock): the fast path has no
+//!   thread hand-off. Posts that find the worker busy are queued and
+//!   issued before any later post. An operation's buffers stay in use
+//!   until UCX reports it complete, and every UCX callback runs inside
+//!   `catch_unwind`.
 //! - [`UcxRegistrar`] registers memory with `ucp_mem_map`, and allocates
 //!   the memory of `MrRegistry::alloc` with `ucp_mem_map(ALLOCATE)` (peers
 //!   on the same host map it, so puts and gets to it are plain copies).
@@ -53,5 +56,5 @@ pub use context::UcxContext;
 pub use error::UcxError;
 pub use keys::UcxRegistrar;
 #[doc(hidden)]
-pub use transport::ProgressStall;
+pub use transport::{PostStats, ProgressStall};
 pub use transport::{UcxTransport, UcxTransportBuilder};

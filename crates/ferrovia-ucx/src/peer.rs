@@ -1,5 +1,5 @@
-//! Per-peer send-queue state of the progress thread: what makes UCX
-//! behave like an RC queue pair.
+//! Per-peer send-queue state of the engine (whichever thread holds it):
+//! what makes UCX behave like an RC queue pair.
 //!
 //! - Completions leave in posting order (an unsignalled op is complete
 //!   once a later one of the same peer is), whatever order UCX finishes
@@ -8,8 +8,10 @@
 //!   (remote completion, as an RC ACK), and a later send, read or
 //!   write-with-immediate notification is issued only once earlier writes
 //!   are flushed, so what the peer receives is never ahead of the data.
+//!   One flush covers every write issued before it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::collections::hash_map::{self, HashMap};
 
 use ferrovia_channel::{OpKind, SendOp};
 
@@ -32,48 +34,136 @@ pub(crate) enum RemoteKey {
     Revoked,
 }
 
-/// One posted send-queue operation.
+/// A peer's keys as this side knows them, with the last one used kept at
+/// hand: a run of puts or gets with one key (the common case) costs no
+/// hash lookup. Every change goes through here and forgets the cached
+/// one, so it never outlives a revocation.
+#[derive(Default)]
+pub(crate) struct RemoteKeys {
+    map: HashMap<u32, RemoteKey>,
+    /// The key last found ready: its number, rkey, range and rights (the
+    /// packed bytes are not copied).
+    hot: Option<(u32, ffi::ucp_rkey_h, KeyInfo)>,
+}
+
+/// What an access with a key can do now.
+pub(crate) enum Lookup<'a> {
+    /// Never asked for.
+    Unknown,
+    /// Asked for; the access waits.
+    Requested,
+    /// Refused: missing or revoked.
+    Refused,
+    /// Usable.
+    Ready(ffi::ucp_rkey_h, &'a KeyInfo),
+}
+
+impl RemoteKeys {
+    /// What an access with `key` can do now.
+    #[inline]
+    pub(crate) fn lookup(&mut self, key: u32) -> Lookup<'_> {
+        if self.hot.as_ref().is_none_or(|h| h.0 != key) {
+            match self.map.get(&key) {
+                None => return Lookup::Unknown,
+                Some(RemoteKey::Requested) => return Lookup::Requested,
+                Some(RemoteKey::Missing | RemoteKey::Revoked) => return Lookup::Refused,
+                Some(RemoteKey::Ready { rkey, info }) => {
+                    let window = KeyInfo {
+                        packed: Vec::new(),
+                        ..*info
+                    };
+                    self.hot = Some((key, *rkey, window));
+                }
+            }
+        }
+        match &self.hot {
+            Some((_, rkey, info)) => Lookup::Ready(*rkey, info),
+            None => Lookup::Unknown,
+        }
+    }
+
+    pub(crate) fn get(&self, key: u32) -> Option<&RemoteKey> {
+        self.map.get(&key)
+    }
+
+    pub(crate) fn insert(&mut self, key: u32, state: RemoteKey) -> Option<RemoteKey> {
+        self.hot = None;
+        self.map.insert(key, state)
+    }
+
+    /// Forgets every key, handing back their states.
+    pub(crate) fn drain(&mut self) -> hash_map::Drain<'_, u32, RemoteKey> {
+        self.hot = None;
+        self.map.drain()
+    }
+
+    /// Marks every key revoked; the rkeys that were unpacked go to `dead`.
+    pub(crate) fn revoke_all(&mut self, mut dead: impl FnMut(ffi::ucp_rkey_h)) {
+        self.hot = None;
+        for k in self.map.values_mut() {
+            if let RemoteKey::Ready { rkey, .. } = std::mem::replace(k, RemoteKey::Revoked) {
+                dead(rkey);
+            }
+        }
+    }
+}
+
+/// One posted send-queue operation, as long as it is outstanding: what
+/// ordering and completion need (its buffers, remote address and key are
+/// in [`Peer::waiting`] until it is issued, and needed no longer).
 pub(crate) struct SqEntry {
-    pub(crate) op: SendOp,
+    pub(crate) wr_id: u64,
     pub(crate) seq: u32,
+    pub(crate) imm: Option<u32>,
+    pub(crate) kind: OpKind,
+    pub(crate) signaled: bool,
     pub(crate) issued: bool,
-    /// UCX requests of this op not yet complete.
-    pub(crate) outstanding: u32,
     /// Writes: an endpoint flush after it completed.
     pub(crate) flushed: bool,
     /// Writes with immediate: the notification completed.
     pub(crate) notified: bool,
     /// The first error, `UCS_OK` if none.
     pub(crate) status: ffi::ucs_status_t,
+    /// UCX requests of this op not yet complete.
+    pub(crate) outstanding: u32,
     /// The iovec of a multi-element send, alive until UCX completes it.
     pub(crate) iov: Option<Box<[ffi::ucp_dt_iov; ferrovia_channel::MAX_ELEMENTS]>>,
+    /// An atomic's operand (the value added, or compared), which UCX may
+    /// read until the op completes: boxed, so it stays put while the queue
+    /// moves.
+    pub(crate) operand: Option<Box<u64>>,
 }
 
 impl SqEntry {
-    pub(crate) fn new(op: SendOp, seq: u32) -> SqEntry {
+    pub(crate) fn new(op: &SendOp, seq: u32) -> SqEntry {
         SqEntry {
-            op,
+            wr_id: op.wr_id,
             seq,
+            imm: op.imm,
+            kind: op.kind,
+            signaled: op.signaled,
             issued: false,
-            outstanding: 0,
             flushed: false,
             notified: false,
             status: ffi::UCS_OK,
+            outstanding: 0,
             iov: None,
+            operand: None,
         }
     }
 
     pub(crate) fn is_write(&self) -> bool {
-        self.op.kind == OpKind::Write
+        self.kind == OpKind::Write
     }
 
     /// Whether UCX is done with it and its completion may be reported.
+    #[inline]
     pub(crate) fn done(&self) -> bool {
         if !self.issued {
             return self.status != ffi::UCS_OK;
         }
         self.outstanding == 0
-            && (!self.is_write() || (self.flushed && (self.op.imm.is_none() || self.notified)))
+            && (!self.is_write() || (self.flushed && (self.imm.is_none() || self.notified)))
     }
 
     pub(crate) fn fail(&mut self, status: ffi::ucs_status_t) {
@@ -83,13 +173,15 @@ impl SqEntry {
     }
 }
 
-/// Everything the progress thread keeps per peer.
+/// Everything the engine keeps per peer.
 pub(crate) struct Peer {
     pub(crate) ep: ffi::ucp_ep_h,
     /// Set once the endpoint failed or was flushed: everything completes
     /// with an error from then on.
     pub(crate) failed: Option<ffi::ucs_status_t>,
     pub(crate) queue: VecDeque<SqEntry>,
+    /// The ops of `queue[cursor..]`, not yet issued, in order.
+    pub(crate) waiting: VecDeque<SendOp>,
     /// Sequence number of `queue[0]`.
     pub(crate) base: u32,
     /// Index in `queue` of the next op to issue.
@@ -103,30 +195,54 @@ pub(crate) struct Peer {
     pub(crate) flush_needed: bool,
     /// Sequence number of the last write issued.
     pub(crate) last_write: u32,
-    pub(crate) keys: HashMap<u32, RemoteKey>,
+    pub(crate) keys: RemoteKeys,
     /// The peer said goodbye: it accesses nothing of ours any more.
     pub(crate) departed: bool,
+    /// How many times the endpoint was renewed: an error of an older
+    /// endpoint names an older generation and is ignored.
+    pub(crate) generation: u32,
 }
 
 impl Peer {
+    /// The state of a renewed endpoint `ep` that replaces `old`: sequence
+    /// numbers go on from the old ones, so no late event of the old
+    /// endpoint names an op of the new one.
+    pub(crate) fn renewed(ep: ffi::ucp_ep_h, old: &Peer) -> Peer {
+        let mut p = Peer::new(ep);
+        p.base = old.base.wrapping_add(old.queue.len() as u32);
+        p.last_write = p.base.wrapping_sub(1);
+        p.generation = old.generation.wrapping_add(1);
+        p
+    }
+
     pub(crate) fn new(ep: ffi::ucp_ep_h) -> Peer {
         Peer {
             ep,
             failed: None,
             queue: VecDeque::new(),
+            waiting: VecDeque::new(),
             base: 0,
             cursor: 0,
             unflushed: 0,
             gate: false,
             flush_needed: false,
             last_write: 0,
-            keys: HashMap::new(),
+            keys: RemoteKeys::default(),
             departed: false,
+            generation: 0,
         }
     }
 
-    /// Appends an op; its sequence number.
+    /// Appends an op to wait for its turn; its sequence number.
     pub(crate) fn push(&mut self, op: SendOp) -> u32 {
+        let seq = self.push_entry(&op);
+        self.waiting.push_back(op);
+        seq
+    }
+
+    /// Appends the entry of an op about to be issued at once (nothing
+    /// waits before it): its sequence number. Its index is `cursor`.
+    pub(crate) fn push_entry(&mut self, op: &SendOp) -> u32 {
         let seq = self.base.wrapping_add(self.queue.len() as u32);
         self.queue.push_back(SqEntry::new(op, seq));
         seq
@@ -138,23 +254,30 @@ impl Peer {
     }
 
     /// A flush covering writes up to `upto` completed with `status`;
-    /// returns the sequence numbers of writes with immediate now due their
-    /// notification.
-    pub(crate) fn flushed(&mut self, upto: u32, status: ffi::ucs_status_t) -> Vec<u32> {
-        let mut notify = Vec::new();
+    /// returns the sequence number of a write with immediate now due its
+    /// notification. There is at most one: issuing such a write closes the
+    /// gate, and nothing is issued after it until its notification is.
+    pub(crate) fn flushed(&mut self, upto: u32, status: ffi::ucs_status_t) -> Option<u32> {
+        let mut notify = None;
         let issued = self.cursor;
         for e in self.queue.iter_mut().take(issued) {
-            if !e.is_write() || !e.issued || e.flushed || !seq_le(e.seq, upto) {
+            if self.unflushed == 0 || !seq_le(e.seq, upto) {
+                // Sequence numbers grow along the queue: nothing further
+                // is covered.
+                break;
+            }
+            if !e.is_write() || !e.issued || e.flushed {
                 continue;
             }
             e.flushed = true;
-            self.unflushed = self.unflushed.saturating_sub(1);
+            self.unflushed -= 1;
             if status != ffi::UCS_OK {
                 e.fail(status);
             }
-            if e.op.imm.is_some() {
+            if e.imm.is_some() {
                 if e.status == ffi::UCS_OK {
-                    notify.push(e.seq);
+                    debug_assert!(notify.is_none(), "two writes with immediate in one flush");
+                    notify = Some(e.seq);
                 } else {
                     e.notified = true;
                     self.gate = false;
@@ -166,10 +289,9 @@ impl Peer {
 
     /// Pops completed ops from the front, in order.
     pub(crate) fn retire(&mut self, mut report: impl FnMut(&SqEntry)) {
-        while self.queue.front().is_some_and(SqEntry::done) {
-            if let Some(e) = self.queue.pop_front() {
-                report(&e);
-            }
+        while let Some(e) = self.queue.front().filter(|e| e.done()) {
+            report(e);
+            self.queue.pop_front();
             self.base = self.base.wrapping_add(1);
             self.cursor = self.cursor.saturating_sub(1);
         }
@@ -181,7 +303,7 @@ impl Peer {
         self.failed = Some(status);
         let issued = self.cursor;
         for e in self.queue.iter_mut().take(issued) {
-            if e.is_write() && !(e.flushed && (e.op.imm.is_none() || e.notified)) {
+            if e.is_write() && !(e.flushed && (e.imm.is_none() || e.notified)) {
                 e.flushed = true;
                 e.notified = true;
                 e.fail(ffi::UCS_ERR_CANCELED);
@@ -221,7 +343,7 @@ mod tests {
 
     fn retired(p: &mut Peer) -> Vec<u64> {
         let mut v = Vec::new();
-        p.retire(|e| v.push(e.op.wr_id));
+        p.retire(|e| v.push(e.wr_id));
         v
     }
 
@@ -256,11 +378,35 @@ mod tests {
         p.unflushed = 1;
         p.gate = true;
         assert!(retired(&mut p).is_empty());
-        assert_eq!(p.flushed(w, ffi::UCS_OK), [w]);
+        assert_eq!(p.flushed(w, ffi::UCS_OK), Some(w));
         assert_eq!(p.unflushed, 0);
         assert!(retired(&mut p).is_empty(), "the notification is still out");
         p.entry_mut(w).unwrap().notified = true;
         assert_eq!(retired(&mut p), [7]);
+    }
+
+    #[test]
+    fn one_flush_completes_a_batch_of_writes_and_only_it() {
+        let mut p = Peer::new(std::ptr::null_mut());
+        let seqs: Vec<u32> = (0..16)
+            .map(|i| p.push(op(OpKind::Write, i, None, i == 15)))
+            .collect();
+        // As the engine issues them: puts completed inside the calls.
+        for &s in &seqs {
+            p.entry_mut(s).unwrap().issued = true;
+            p.unflushed += 1;
+        }
+        p.cursor = 16;
+        p.waiting.clear();
+        assert!(
+            retired(&mut p).is_empty(),
+            "no write completes before its flush"
+        );
+        assert_eq!(p.flushed(seqs[7], ffi::UCS_OK), None);
+        assert_eq!(retired(&mut p), (0..8).collect::<Vec<_>>());
+        assert_eq!(p.flushed(seqs[15], ffi::UCS_OK), None);
+        assert_eq!(retired(&mut p), (8..16).collect::<Vec<_>>());
+        assert_eq!((p.unflushed, p.cursor), (0, 0));
     }
 
     #[test]
@@ -273,7 +419,7 @@ mod tests {
         p.unflushed = 1;
         p.fail(ffi::UCS_ERR_CONNECTION_RESET);
         assert_eq!(retired(&mut p), [3]);
-        assert_eq!(p.queue.front().map(|e| e.op.wr_id), Some(4));
+        assert_eq!(p.queue.front().map(|e| e.wr_id), Some(4));
     }
 
     #[test]

@@ -6,6 +6,20 @@
 //! 63..62  zero (reserved)     61  has immediate     60  write-with-immediate
 //! 59..32  sender index        31..0  immediate
 //! ```
+//!
+//! Receives live here too ([`Receives`]): posted on the worker with the
+//! tag and mask of their sender, held by slot until UCX reports them.
+
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+use ferrovia_channel::{Completion, MAX_ELEMENTS, RecvOp};
+use ferrovia_types::Sge;
+
+use crate::engine::token::{RECV, token, user_data};
+use crate::events::{self, Event};
+use crate::ffi;
+use crate::status::{Started, started, vendor_err, wc_status};
 
 /// Set when the message carries an immediate.
 pub(crate) const HAS_IMM: u64 = 1 << 61;
@@ -34,6 +48,19 @@ pub(crate) fn recv_match(sender: usize) -> (u64, u64) {
     ((sender as u64) << 32, SENDER_MASK | RESERVED)
 }
 
+/// The peer of a receive from the shared pool: any sender.
+pub(crate) const ANY: usize = usize::MAX;
+
+/// Tag and mask of a receive for a message from any sender.
+pub(crate) fn recv_match_any() -> (u64, u64) {
+    (0, RESERVED)
+}
+
+/// The sender a received tag names.
+pub(crate) fn sender_of(tag: u64) -> usize {
+    ((tag & SENDER_MASK) >> 32) as usize
+}
+
 /// The immediate a received tag carries.
 pub(crate) fn imm_of(tag: u64) -> Option<u32> {
     (tag & HAS_IMM != 0).then_some(tag as u32)
@@ -42,6 +69,177 @@ pub(crate) fn imm_of(tag: u64) -> Option<u32> {
 /// Whether the received message is a write-with-immediate notification.
 pub(crate) fn is_write_imm(tag: u64) -> bool {
     tag & WRITE_IMM != 0
+}
+
+/// Buffer, count and datatype of a message over `sges`, using `iov` for
+/// several (it must then live until UCX is done with the operation).
+pub(crate) fn layout(
+    sges: &[Sge],
+    iov: &mut Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
+) -> (*mut c_void, usize, ffi::ucp_datatype_t) {
+    const CONTIG_BYTES: ffi::ucp_datatype_t =
+        (1 << ffi::UCP_DATATYPE_SHIFT) | ffi::UCP_DATATYPE_CONTIG as ffi::ucp_datatype_t;
+    match sges {
+        [] => (null_mut(), 0, CONTIG_BYTES),
+        [one] => (
+            one.addr() as usize as *mut c_void,
+            one.length() as usize,
+            CONTIG_BYTES,
+        ),
+        many => {
+            let v = iov.insert(Box::new([ffi::ucp_dt_iov::default(); MAX_ELEMENTS]));
+            for (slot, s) in v.iter_mut().zip(many) {
+                slot.buffer = s.addr() as usize as *mut c_void;
+                slot.length = s.length() as usize;
+            }
+            (
+                v.as_mut_ptr().cast(),
+                many.len(),
+                ffi::UCP_DATATYPE_IOV as ffi::ucp_datatype_t,
+            )
+        }
+    }
+}
+
+/// A posted receive.
+struct RecvState {
+    peer: usize,
+    wr_id: u64,
+    /// The request while UCX holds it; NULL once completed or cancelled.
+    request: *mut c_void,
+    iov: Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
+}
+
+/// The receives UCX holds, by slot (the index of their token).
+#[derive(Default)]
+pub(crate) struct Receives {
+    slots: Vec<Option<RecvState>>,
+    free: Vec<u32>,
+    /// Receives of the shared pool UCX holds.
+    pooled: u32,
+    /// The pool's armed low watermark, and whether it was crossed.
+    limit: Option<u32>,
+    limit_hit: bool,
+}
+
+impl Receives {
+    /// Posts `op` for `peer`'s messages on `worker`; its end is reported
+    /// as an event (by UCX's callback, or at once if it ended in the call).
+    pub(crate) fn post(&mut self, worker: ffi::ucp_worker_h, peer: usize, op: &RecvOp) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let state = self.slots[slot as usize].insert(RecvState {
+            peer,
+            wr_id: op.wr_id,
+            request: null_mut(),
+            iov: None,
+        });
+        let (buf, count, dt) = layout(op.sges(), &mut state.iov);
+        let (t, (tag, mask)) = if peer == ANY {
+            self.pooled += 1;
+            (token(RECV, 0, slot), recv_match_any())
+        } else {
+            (token(RECV, peer, slot), recv_match(peer))
+        };
+        let mut info = ffi::ucp_tag_recv_info_t::default();
+        let mut param = ffi::ucp_request_param_t {
+            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK
+                | ffi::UCP_OP_ATTR_FIELD_USER_DATA
+                | ffi::UCP_OP_ATTR_FIELD_DATATYPE
+                | ffi::UCP_OP_ATTR_FIELD_RECV_INFO
+                // UCX 1.13 can complete a receive of an unexpected eager
+                // message inside the call without filling `recv_info`
+                // (sender tag 0: the immediate lost); the callback always
+                // has it.
+                | ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+            user_data: user_data(t),
+            datatype: dt,
+            ..Default::default()
+        };
+        param.cb.recv = Some(events::recv_done);
+        param.recv_info.tag_info = &mut info;
+        // SAFETY: the engine passes its live worker, used under its lock;
+        // the buffers stay valid until the receive completes or is
+        // cancelled (the contract of `Transport::post_recv`, which the
+        // transport's caller keeps); the iovec lives in the slot until
+        // then; `info` outlives the call, the only time UCX writes it.
+        let r = unsafe { ffi::ucp_tag_recv_nbx(worker, buf, count, tag, mask, &param) };
+        match started(r) {
+            Started::Done => {
+                let mut ev = Event::new(t, ffi::UCS_OK);
+                ev.len = info.length;
+                ev.tag = info.sender_tag;
+                events::push(ev);
+            }
+            Started::Pending(req) => state.request = req,
+            Started::Failed(s) => events::push(Event::new(t, s)),
+        }
+    }
+
+    /// The completion of the receive in `slot`, which `ev` reports ended;
+    /// `None` if there is none (a stale or forged token).
+    pub(crate) fn finish(&mut self, slot: u32, ev: &Event) -> Option<Completion> {
+        let state = self.slots.get_mut(slot as usize).and_then(Option::take)?;
+        self.free.push(slot);
+        let ok = ev.status == ffi::UCS_OK;
+        let write = ok && is_write_imm(ev.tag);
+        // A pooled receive names its sender, also when the message was
+        // too long (UCX reports its tag then too).
+        let peer = if state.peer == ANY {
+            self.pooled -= 1;
+            if self.limit.is_some_and(|l| self.pooled < l) {
+                self.limit = None;
+                self.limit_hit = true;
+            }
+            let named = ok || ev.status == ffi::UCS_ERR_MESSAGE_TRUNCATED;
+            named.then(|| sender_of(ev.tag) as u32)
+        } else {
+            None
+        };
+        Some(Completion {
+            wr_id: state.wr_id,
+            status: wc_status(ev.status),
+            vendor_err: vendor_err(ev.status),
+            byte_len: if ok && !write { ev.len as u32 } else { 0 },
+            imm: if ok { imm_of(ev.tag) } else { None },
+            peer,
+        })
+    }
+
+    /// Arms the pool's low watermark (see `Transport::arm_shared_limit`).
+    pub(crate) fn arm_limit(&mut self, limit: u32) {
+        self.limit_hit = false;
+        if self.pooled < limit {
+            self.limit_hit = true;
+        } else {
+            self.limit = Some(limit);
+        }
+    }
+
+    /// Whether the pool fell below its armed limit since it was armed.
+    pub(crate) fn take_limit_hit(&mut self) -> bool {
+        std::mem::take(&mut self.limit_hit)
+    }
+
+    /// Cancels the receives UCX holds for `peer` (all of them if `None`,
+    /// the pool's with `Some(ANY)`); their callbacks report the
+    /// cancellations.
+    pub(crate) fn cancel(&mut self, worker: ffi::ucp_worker_h, peer: Option<usize>) {
+        for r in self.slots.iter_mut().flatten() {
+            if peer.is_none_or(|p| p == r.peer) && !r.request.is_null() {
+                let req = std::mem::replace(&mut r.request, null_mut());
+                // SAFETY: a receive request UCX still holds (its pointer is
+                // cleared here, so it is cancelled once) on the engine's
+                // worker; its callback reports the cancellation.
+                unsafe { ffi::ucp_request_cancel(worker, req) };
+            }
+        }
+    }
 }
 
 #[cfg(test)]

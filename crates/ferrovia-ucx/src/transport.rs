@@ -1,12 +1,14 @@
 //! `UcxTransport`: the channel core's transport seam over UCX.
 
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportError, TransportResult};
+use ferrovia_channel::{
+    Completion, RecvOp, SendOp, SharedFlush, Transport, TransportError, TransportResult,
+};
 
 use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
@@ -48,6 +50,7 @@ pub struct UcxTransport {
     peers: OnceLock<usize>,
     send_depth: u32,
     recv_depth: u32,
+    shared_receives: u32,
 }
 
 impl std::fmt::Debug for UcxTransport {
@@ -63,6 +66,7 @@ impl std::fmt::Debug for UcxTransport {
 pub struct UcxTransportBuilder {
     send_depth: u32,
     recv_depth: u32,
+    shared_receives: u32,
     detect_failures: Option<bool>,
     revocation_timeout: Duration,
 }
@@ -72,6 +76,7 @@ impl Default for UcxTransportBuilder {
         UcxTransportBuilder {
             send_depth: 256,
             recv_depth: 256,
+            shared_receives: 0,
             detect_failures: None,
             revocation_timeout: DEFAULT_REVOCATION_TIMEOUT,
         }
@@ -98,6 +103,15 @@ impl UcxTransportBuilder {
     pub fn depths(mut self, send: u32, recv: u32) -> Self {
         self.send_depth = send.max(1);
         self.recv_depth = recv.max(1);
+        self
+    }
+
+    /// A shared receive pool of `n` receives that take any peer's message
+    /// (wildcard tag receives; the sender comes from the tag), instead of
+    /// receives per peer (default 0: none). See
+    /// `ChannelBuilder::shared_receives`.
+    pub fn shared_receives(mut self, n: u32) -> Self {
+        self.shared_receives = n;
         self
     }
 
@@ -144,6 +158,7 @@ impl UcxTransportBuilder {
             peers: OnceLock::new(),
             send_depth: self.send_depth,
             recv_depth: self.recv_depth,
+            shared_receives: self.shared_receives,
         })
     }
 }
@@ -215,6 +230,17 @@ impl UcxTransport {
         }
     }
 
+    /// How posts reached the worker so far (tests of the posting paths).
+    #[doc(hidden)]
+    pub fn post_stats(&self) -> PostStats {
+        let e = self.engine.lock();
+        PostStats {
+            direct: e.stats.direct_posts,
+            queued: self.shared.queued_posts.load(SeqCst),
+            endpoint_flushes: e.stats.endpoint_flushes,
+        }
+    }
+
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.peers();
         if peer >= count {
@@ -233,17 +259,23 @@ impl UcxTransport {
         }
     }
 
-    /// Drives progress on this thread when the progress thread is not
-    /// (busy polling then costs no thread hand-off); whether it did.
-    fn progress_inline(&self) -> bool {
-        engine::turn_inline(&self.engine, &self.shared)
+    /// Turns the engine on this thread if it is free and takes what
+    /// completed into `out` (busy polling then costs no thread hand-off);
+    /// `None` if someone else holds it.
+    fn turn_and_take(&self, out: &mut [Completion]) -> Option<usize> {
+        engine::with_engine(&self.engine, &self.shared, |e| {
+            e.turn();
+            e.take_completions(out)
+        })
     }
 
-    /// After queueing commands: issue them on this thread if the engine is
-    /// free, else make sure the progress thread sees them.
-    fn kick(&self) {
-        if !self.progress_inline() {
-            self.shared.wake(false);
+    /// Takes published completions (those of turns on other threads).
+    /// An event loop sleeping on the event fd will not poll for what a
+    /// direct post completed inside the call (it stays in the engine for
+    /// the posting thread's next poll): publish it, which signals the fd.
+    fn publish_if_armed(&self, e: &mut engine::Engine) {
+        if self.shared.events.armed() {
+            e.publish();
         }
     }
 
@@ -260,6 +292,19 @@ impl UcxTransport {
         }
         n
     }
+}
+
+/// Counts of a transport's posting paths (tests only).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostStats {
+    /// `post_send`/`post_recv` calls issued by the calling thread itself.
+    pub direct: u64,
+    /// Calls whose ops went through the command queue (the engine was
+    /// busy).
+    pub queued: u64,
+    /// Endpoint flushes issued to complete writes.
+    pub endpoint_flushes: u64,
 }
 
 /// Holds a transport's engine so nothing progresses it (tests only).
@@ -298,6 +343,12 @@ unsafe impl Transport for UcxTransport {
         self.recv_depth
     }
 
+    fn atomics(&self) -> bool {
+        // UCP_FEATURE_AMO64: every transport runs them (in software where
+        // the hardware does not).
+        true
+    }
+
     fn max_inline(&self, _peer: usize) -> u32 {
         // UCX copies small messages itself; nothing to gain from inline.
         0
@@ -305,30 +356,118 @@ unsafe impl Transport for UcxTransport {
 
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
         self.check(peer)?;
-        for op in ops {
-            self.shared.cmds.push(Cmd::Send { peer, op: *op });
+        // Issued from this thread while it holds the engine: no command
+        // hand-off. When another thread holds it, the ops queue as
+        // commands, which the holder's next turn (or this thread's, whose
+        // direct posts drain the queue first) issues in order.
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_sends(peer, ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::Send { peer, op: *op });
+            }
+            self.shared.wake(false);
         }
-        self.kick();
         Ok(())
     }
 
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
         self.check(peer)?;
-        for op in ops {
-            self.shared.cmds.push(Cmd::Recv { peer, op: *op });
+        // As for sends.
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_recvs(peer, ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::Recv { peer, op: *op });
+            }
+            self.shared.wake(false);
         }
-        self.kick();
         Ok(())
     }
 
-    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let mut n = self.take(out);
-        if n == 0 {
-            self.check_alive()?;
-            let _ = self.progress_inline();
-            n = self.take(out);
+    fn shared_recv_depth(&self) -> u32 {
+        self.shared_receives
+    }
+
+    unsafe fn post_shared_recv(&self, ops: &[RecvOp]) -> TransportResult<()> {
+        if self.shared_receives == 0 {
+            return Err(TransportError::NoSharedPool);
         }
-        Ok(n)
+        // As for per-peer receives, with a wildcard sender.
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_pool_recvs(ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
+            self.check_alive()?;
+            self.shared.queued_posts.fetch_add(1, Relaxed);
+            for op in ops {
+                self.shared.cmds.push(Cmd::RecvAny { op: *op });
+            }
+            self.shared.wake(false);
+        }
+        Ok(())
+    }
+
+    /// Cancels the pool's receives: UCX reports each (a flush status if
+    /// nothing arrived), and the pool takes receives again afterwards.
+    fn flush_shared(&self) -> TransportResult<SharedFlush> {
+        self.check_alive()?;
+        self.engine.lock().cancel_pool();
+        self.shared.wake(false);
+        Ok(SharedFlush::Reported)
+    }
+
+    fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
+        self.check_alive()?;
+        self.engine.lock().arm_pool_limit(limit);
+        Ok(())
+    }
+
+    fn shared_limit_reached(&self) -> TransportResult<bool> {
+        self.check_alive()?;
+        Ok(self.engine.lock().pool_limit_hit())
+    }
+
+    /// A new endpoint to the peer's worker (its address is unchanged, so
+    /// the peer needs nothing from this side: the link is empty).
+    fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
+        self.check(peer)?;
+        self.check_alive()?;
+        self.engine
+            .lock()
+            .renew(peer)
+            .map_err(|e| TransportError::Backend(Box::new(e)))?;
+        self.shared.wake(false);
+        Ok(Vec::new())
+    }
+
+    fn reconnect(&self, peer: usize, _theirs: &[u8]) -> TransportResult<()> {
+        // The endpoint `renew` made is ready: UCX wires it up on first use.
+        self.check(peer)
+    }
+
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        if !self.shared.done.is_empty() {
+            return Ok(self.take(out));
+        }
+        self.check_alive()?;
+        match self.turn_and_take(out) {
+            Some(n) => Ok(n),
+            // Whoever holds the engine publishes what it completes.
+            None => Ok(self.take(out)),
+        }
     }
 
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
@@ -342,7 +481,11 @@ unsafe impl Transport for UcxTransport {
             if start.elapsed() >= WAIT_SPIN.min(timeout) {
                 break;
             }
-            let _ = self.progress_inline();
+            if let Some(n) = self.turn_and_take(out)
+                && n > 0
+            {
+                return Ok(n);
+            }
         }
         let deadline = start + timeout;
         self.shared.waiters.fetch_add(1, SeqCst);
@@ -355,10 +498,23 @@ unsafe impl Transport for UcxTransport {
             if let Err(e) = self.check_alive() {
                 break Err(e);
             }
+            // Completions this thread's own posts left in the engine: no
+            // other thread publishes them while this one sleeps, unless it
+            // holds the engine, and then it does (and notifies, which
+            // needs the lock held here until the wait releases it).
+            let n = engine::take_left(&self.engine, out);
+            if n > 0 {
+                break Ok(n);
+            }
             if Instant::now() >= deadline
                 || self.shared.cv.wait_until(&mut guard, deadline).timed_out()
             {
-                break Ok(self.take(out));
+                let n = self.take(out);
+                break Ok(if n > 0 {
+                    n
+                } else {
+                    engine::take_left(&self.engine, out)
+                });
             }
         };
         self.shared.waiters.fetch_sub(1, SeqCst);

@@ -83,7 +83,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let last = words.load_u64(8)?;
         assert!((1..=n as u64).contains(&last), "ticket {last}");
         println!(
-            "counter: {n} ranks added {ADDS} each: {total}; the last ticket went to rank {}",
+            "counter: rank 0 holds {total} after {n} ranks added {ADDS} each; the last ticket went to rank {}",
             last - 1
         );
     } else {

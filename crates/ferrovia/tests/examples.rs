@@ -15,6 +15,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("barrier_loop", 4, None),
     ("param_server", 4, None),
     ("watch_flag", 2, None),
+    ("counter", 4, None),
+    ("collector", 4, None),
     #[cfg(feature = "async")]
     ("async_service", 4, None),
 ];

@@ -15,7 +15,8 @@
 //! tables follow the others. A run that fails or times out becomes
 //! a `—` cell with its reason under the table; every stage has a deadline,
 //! and the whole command keeps to [`TOTAL_BUDGET`] by starting no new
-//! measurement once its share of the budget is spent.
+//! measurement once its share of the budget is spent. `--ucx-only` runs
+//! the UCX pairs alone and only prints their table.
 
 mod doc;
 mod pair;
@@ -81,8 +82,11 @@ const HOST_LIMITS: Limits = Limits {
 /// Where the report goes, relative to the workspace root.
 const DOC: &str = "docs/benchmarks.md";
 
-/// `cargo xtask bench --compare`.
-pub(crate) fn command() -> Result<u8> {
+/// `cargo xtask bench --compare [--ucx-only]`.
+pub(crate) fn command(ucx_only: bool) -> Result<u8> {
+    if ucx_only {
+        return ucx_only_command();
+    }
     let started = Instant::now();
     workspace::enter_root()?;
     deps::ensure(deps::ALL)?;
@@ -160,6 +164,47 @@ pub(crate) fn command() -> Result<u8> {
         .count();
     say!(
         "xtask bench: {measured} of {} runs measured in {} s; wrote {DOC}",
+        records.len(),
+        started.elapsed().as_secs()
+    );
+    if measured == 0 {
+        return Err(Failure::new("nothing could be measured"));
+    }
+    Ok(0)
+}
+
+/// `cargo xtask bench --compare --ucx-only`: the UCX pairs alone, on this
+/// host, within the command's budget; prints the table of ratios and
+/// leaves docs/benchmarks.md as it is (a half run would drop the verbs
+/// rows). What iterating on the UCX transport needs: minutes, not a VM.
+fn ucx_only_command() -> Result<u8> {
+    let started = Instant::now();
+    workspace::enter_root()?;
+    deps::ensure(deps::ALL)?;
+    let perf = cargo_artifacts::build_program(PERF, true)?;
+    let scratch = ScratchFile::new("bench-compare")?;
+    let file = scratch.path();
+    signals::catch_termination();
+    say!("xtask bench: UCX pairs only, on the host (UCX_TLS=tcp, then sm,self)");
+    sweep(&Sweep {
+        perf: &perf,
+        device: "rxe0",
+        file,
+        transports: &[Transport::UcxTcp, Transport::UcxSm],
+        // The whole command's budget, not the UCX share of a full run: on
+        // a loaded host one repetition alone can take longer than that.
+        deadline: started + TOTAL_BUDGET - REPORT_MARGIN,
+        limits: HOST_LIMITS,
+    })?;
+    let text = scratch.read();
+    let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
+    say!("\n{}", report::tables(&records, "rxe0"));
+    let measured = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Measured { .. }))
+        .count();
+    say!(
+        "xtask bench: {measured} of {} runs measured in {} s; {DOC} left as it is",
         records.len(),
         started.elapsed().as_secs()
     );
@@ -362,7 +407,7 @@ fn measure(
     let what = format!(
         "run {rep} {} {} {}{}",
         report::transport_title(case.transport, s.device),
-        case.pair.test,
+        case.pair.name,
         report::size_name(case.size),
         if case.qps > 1 {
             format!(" -q {}", case.qps)
@@ -379,7 +424,7 @@ fn measure(
     }
     Ok(Record {
         transport: case.transport,
-        test: case.pair.test.into(),
+        test: case.pair.name.into(),
         size: case.size,
         qps: case.qps,
         tool,

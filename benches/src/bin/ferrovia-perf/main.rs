@@ -5,6 +5,7 @@
 //! ```text
 //! ferrovia-perf write_bw|read_bw|send_bw    [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf write_lat|read_lat|send_lat [-s SIZE] [-n ITERS] [-a] [-d DEV] [-p PORT] [SERVER]
+//! ferrovia-perf atomic_bw|atomic_lat        [-A FETCH_AND_ADD|CMP_AND_SWAP] [-n ITERS] [-t TX_DEPTH] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf barrier                     [-n ITERS] [-p PORT] [SERVER]
 //! ```
 //!
@@ -33,6 +34,23 @@ use ferrovia::{ChannelBuilder, Node, NodeError};
 use crate::args::Args;
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// The `i`-th atomic of a run, into `result`: a fetch-and-add of 1, or a
+/// compare-and-swap of `i` for `i + 1` (it succeeds while the client is
+/// alone on the word, as in perftest's loop).
+fn atomic_request<'env>(
+    kind: args::AtomicKind,
+    result: ferrovia::Scatter<'env>,
+    word: ferrovia::RemoteMemoryRegion,
+    i: u64,
+) -> Result<ferrovia::AtomicWorkRequest<'env>, ferrovia::TransportError> {
+    match kind {
+        args::AtomicKind::FetchAndAdd => ferrovia::AtomicWorkRequest::fetch_add(result, word, 1),
+        args::AtomicKind::CmpAndSwap => {
+            ferrovia::AtomicWorkRequest::compare_swap(result, word, i, i + 1)
+        }
+    }
+}
 
 fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
     let port = usize::from(args.port) + qp;

@@ -147,8 +147,8 @@ macro_rules! async_suite {
         }
 
         #[test]
-        fn atomics_are_refused_naming_the_peer() {
-            multi_process::atomics_run_or_are_refused_by_name($env, "atomics unsupported");
+        fn fetch_add_and_compare_swap_futures_count_exactly() {
+            multi_process::atomics_run_or_are_refused_by_name($env, "atomics ok");
         }
     };
 }

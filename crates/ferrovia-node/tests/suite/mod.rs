@@ -379,6 +379,42 @@ macro_rules! backend_suite {
 
         #[test]
         $(#[ignore = $why])?
+        fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update() {
+            suite::atomics::four_ranks_count_exactly_and_a_ticket_lock_loses_no_update($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_flushed_connection_reconnects_and_barriers_pass() {
+            suite::reconnect::a_flushed_connection_reconnects_and_barriers_pass($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
+            suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn all_to_all_through_the_pool() {
+            suite::pool::all_to_all_through_the_pool($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn senders_faster_than_the_refill_lose_no_message() {
+            suite::pool::senders_faster_than_the_refill_lose_no_message($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_message_longer_than_a_pooled_receive_names_its_sender() {
+            suite::pool::a_message_longer_than_a_pooled_receive_names_its_sender($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
         fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes() {
             suite::a_stranger_with_the_wrong_token_is_refused_and_the_job_completes($env);
         }

@@ -22,8 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
-use super::{CLOSE_GRACE, Cmd, Engine, GOODBYE_FLUSH, REVOKE_FLUSH, record, send_param, token};
-use crate::control::Control;
+use super::token::{CTRL, GOODBYE_FLUSH, REVOKE_FLUSH, record, send_param, token};
+use super::{CLOSE_GRACE, Cmd, Engine};
+use crate::control::{AM_ID, Control};
 use crate::error::check;
 use crate::ffi;
 use crate::keys::KeyInfo;
@@ -41,6 +42,13 @@ pub(super) struct ControlPlane {
     next_flush: u32,
     /// Goodbye flushes not yet complete (shutdown).
     goodbyes: usize,
+}
+
+impl ControlPlane {
+    /// Whether revocations of this side's keys await answers.
+    pub(super) fn has_revocations(&self) -> bool {
+        !self.revocations.is_empty()
+    }
 }
 
 struct Flushing {
@@ -95,7 +103,7 @@ impl Engine {
 
     fn on_reply(&mut self, peer: usize, key: u32, info: Option<KeyInfo>) {
         let p = &mut self.peers[peer];
-        match p.keys.get(&key) {
+        match p.keys.get(key) {
             Some(RemoteKey::Requested) => {}
             // Revoked while the reply was on its way: it stays revoked.
             Some(RemoteKey::Revoked) => return,
@@ -129,7 +137,7 @@ impl Engine {
     /// Peer side: `owner` revoked `key`.
     fn on_revoke(&mut self, owner: usize, key: u32) {
         let p = &mut self.peers[owner];
-        let unpacked = match p.keys.get(&key) {
+        let unpacked = match p.keys.get(key) {
             Some(RemoteKey::Ready { .. } | RemoteKey::Requested) => {
                 match p.keys.insert(key, RemoteKey::Revoked) {
                     Some(RemoteKey::Ready { rkey, .. }) => Some(rkey),
@@ -216,12 +224,9 @@ impl Engine {
         log::debug!("ucx: peer {peer} said goodbye");
         let p = &mut self.peers[peer];
         p.departed = true;
-        for k in p.keys.values_mut() {
-            if let RemoteKey::Ready { rkey, .. } = std::mem::replace(k, RemoteKey::Revoked) {
-                // Accesses with it may be in flight: destroyed at shutdown.
-                self.dead_rkeys.push(rkey);
-            }
-        }
+        // Accesses with them may be in flight: destroyed at shutdown.
+        let dead = &mut self.dead_rkeys;
+        p.keys.revoke_all(|rkey| dead.push(rkey));
         self.mark(peer);
         self.peer_closed(peer);
     }
@@ -330,14 +335,7 @@ impl Engine {
     /// endpoints gracefully (bounded); then releases the remote keys.
     /// `Drop` destroys the worker.
     pub(super) fn close_all(&mut self) {
-        for r in self.recvs.iter_mut().flatten() {
-            if !r.request.is_null() {
-                let req = std::mem::replace(&mut r.request, null_mut());
-                // SAFETY: a receive request UCX still holds; its callback
-                // reports the cancellation.
-                unsafe { ffi::ucp_request_cancel(self.worker, req) };
-            }
-        }
+        self.recvs.cancel(self.worker, None);
         // Registrations that outlive the transport: once it is gone,
         // nothing would revoke them.
         let timeout = self.dir.revocation_timeout;
@@ -409,5 +407,38 @@ impl Engine {
             // (its endpoint is closed).
             unsafe { ffi::ucp_rkey_destroy(rkey) };
         }
+    }
+
+    /// Sends a control message to `peer`; the bytes stay here until UCX
+    /// is done with them.
+    pub(super) fn send_control(&mut self, peer: usize, bytes: Vec<u8>) {
+        let Some(p) = self.peers.get(peer) else {
+            return;
+        };
+        if p.failed.is_some() || p.ep.is_null() {
+            return;
+        }
+        let ep = p.ep;
+        let id = self.next_ctrl;
+        self.next_ctrl = self.next_ctrl.wrapping_add(1);
+        let t = token(CTRL, peer, id);
+        let buf = self.ctrl.entry(id).insert_entry(bytes);
+        let mut param = send_param(t);
+        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = ffi::UCP_AM_SEND_FLAG_EAGER;
+        // SAFETY: live endpoint; the header bytes stay in `self.ctrl` until
+        // the completion event removes them.
+        let r = unsafe {
+            ffi::ucp_am_send_nbx(
+                ep,
+                AM_ID,
+                buf.get().as_ptr().cast(),
+                buf.get().len(),
+                null_mut(),
+                0,
+                &param,
+            )
+        };
+        record(t, r);
     }
 }

@@ -1,9 +1,9 @@
 //! `atomics K`: every rank adds 1 to a counter of rank 0's K times with
 //! fetch-and-add futures, all in flight at once, then takes one ticket
 //! with compare-and-swap; rank 0 checks the sum and every rank that the
-//! original values it saw are distinct. A transport without atomics (UCX)
-//! must refuse each one with a typed error naming the peer and hand the
-//! buffer back.
+//! original values it saw are distinct. A transport without atomics must
+//! refuse each one with a typed error naming the peer and hand the buffer
+//! back (both backends run them now: verbs, and UCX's AMO64).
 
 use ferrovia_async::AsyncNode;
 use ferrovia_channel::TransportError;

@@ -27,6 +27,14 @@ pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 pub(crate) type Error = Box<dyn std::error::Error>;
 
+/// One more barrier before the process ends, its outcome ignored: a rank
+/// that left its last checked barrier at once could exit while a peer's
+/// signal write to it is still completing, failing that peer's barrier.
+/// Every rank entered this one only after passing the last checked one.
+async fn farewell(node: &AsyncNode) {
+    let _ = node.barrier(&everyone(node), Duration::from_secs(5)).await;
+}
+
 /// Every rank, as a barrier list.
 pub(crate) fn everyone(node: &AsyncNode) -> Vec<usize> {
     (0..node.world_size()).collect()
@@ -57,24 +65,35 @@ fn main() -> ExitCode {
     let scenario = args.first().map(String::as_str).unwrap_or("");
     let result: Result<(), Error> = runtime.block_on(async {
         let mut node = Node::from_env()?;
-        match scenario {
+        let node = match scenario {
             "stress" => {
                 let plan = stress::Plan::new(&mut node, n(1, 10_000))?;
-                stress::run(Async::new(node)?, plan).await
+                let node = Async::new(node)?;
+                stress::run(node.clone(), plan).await?;
+                node
             }
             "canary" => {
                 let remotes = canary::expose(&mut node)?;
-                canary::run(Async::new(node)?, remotes, n(1, 200)).await
+                let node = Async::new(node)?;
+                canary::run(node.clone(), remotes, n(1, 200)).await?;
+                node
             }
-            "killed" => killed::run(Async::new(node)?).await,
+            "killed" => return killed::run(Async::new(node)?).await,
             "atomics" => {
                 let (words, remotes) = atomics::expose(&mut node)?;
-                atomics::run(Async::new(node)?, words, remotes, n(1, 500)).await
+                let node = Async::new(node)?;
+                atomics::run(node.clone(), words, remotes, n(1, 500)).await?;
+                node
             }
             other => {
-                Err(format!("unknown scenario {other:?}: stress, canary, killed or atomics").into())
+                return Err(format!(
+                    "unknown scenario {other:?}: stress, canary, killed or atomics"
+                )
+                .into());
             }
-        }
+        };
+        farewell(&node).await;
+        Ok(())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

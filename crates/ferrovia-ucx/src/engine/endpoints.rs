@@ -1,0 +1,159 @@
+//! Endpoint lifecycle: creating one per peer (with peer error handling
+//! where the transport has it), failing a peer, closing endpoints.
+
+use std::ffi::c_void;
+use std::ptr::null_mut;
+
+use super::Engine;
+use super::token::{CLOSE, MAX_PEERS, ep_error_arg, send_param, token};
+use crate::error::UcxError;
+use crate::events;
+use crate::ffi;
+use crate::peer::{Peer, RemoteKey};
+use crate::status::{Started, started};
+use crate::tag;
+
+impl Engine {
+    pub(super) fn connect(&mut self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
+        if !self.peers.is_empty() {
+            return Err(UcxError::AlreadyConnected);
+        }
+        if addresses.len() > MAX_PEERS.min(tag::MAX_PEERS) || me >= addresses.len() {
+            return Err(UcxError::BadPeers {
+                me,
+                peers: addresses.len(),
+            });
+        }
+        let mut eps = Vec::with_capacity(addresses.len());
+        for (j, a) in addresses.iter().enumerate() {
+            let mut status = self.create_ep(j, 0, a);
+            if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
+                // Shared memory and self have no peer failure handling in
+                // UCX 1.13: without it a dead peer surfaces as the scope's
+                // timeout and flush instead.
+                log::info!(
+                    "ucx: no transport to peer {j} detects peer failure; continuing without"
+                );
+                self.detect_failures = false;
+                status = self.create_ep(j, 0, a);
+            }
+            match status {
+                Ok(ep) => eps.push(ep),
+                Err(s) => {
+                    for ep in eps {
+                        self.close_ep(ep, true);
+                    }
+                    return Err(crate::error::status_error("ucp_ep_create", s));
+                }
+            }
+        }
+        self.me = me;
+        self.addresses = addresses.to_vec();
+        self.peers = eps.into_iter().map(Peer::new).collect();
+        self.is_dirty = vec![false; self.peers.len()];
+        log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
+        Ok(())
+    }
+
+    fn create_ep(
+        &mut self,
+        peer: usize,
+        generation: u32,
+        address: &[u8],
+    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
+        let mut params = ffi::ucp_ep_params_t {
+            field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS),
+            address: address.as_ptr().cast(),
+            ..Default::default()
+        };
+        if self.detect_failures {
+            params.field_mask |= u64::from(
+                ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            );
+            params.err_mode = ffi::UCP_ERR_HANDLING_MODE_PEER;
+            params.err_handler.cb = Some(events::endpoint_failed);
+            params.err_handler.arg = ep_error_arg(peer, generation) as *mut c_void;
+        }
+        let mut ep = null_mut();
+        // SAFETY: valid worker, params and out-pointer; UCX copies the
+        // address during the call.
+        let status = unsafe { ffi::ucp_ep_create(self.worker, &params, &mut ep) };
+        if status == ffi::UCS_OK {
+            Ok(ep)
+        } else {
+            Err(status)
+        }
+    }
+
+    /// Replaces `peer`'s endpoint with a new one to the same worker (a
+    /// reconnect): the old one is stopped without a goodbye (the peer is
+    /// renewing its side too, and a goodbye landing after that would mark
+    /// its new side departed), its keys are dropped, and the new one
+    /// starts with fresh state. Nothing may be outstanding towards `peer`
+    /// (the channel's scopes drained it).
+    pub(crate) fn renew(&mut self, peer: usize) -> Result<(), UcxError> {
+        self.drain_commands();
+        self.handle_events();
+        let Some(address) = self.addresses.get(peer).cloned() else {
+            return Err(UcxError::BadPeers {
+                me: self.me,
+                peers: self.peers.len(),
+            });
+        };
+        self.stop_peer(peer, ffi::UCS_ERR_CANCELED, false);
+        self.handle_events();
+        let generation = self.peers[peer].generation.wrapping_add(1);
+        let ep = self
+            .create_ep(peer, generation, &address)
+            .map_err(|s| crate::error::status_error("ucp_ep_create", s))?;
+        self.peers[peer] = Peer::renewed(ep, &self.peers[peer]);
+        log::debug!("ucx: endpoint to peer {peer} renewed (generation {generation})");
+        Ok(())
+    }
+
+    /// Stops all work towards `peer`: it is told (if it can still hear),
+    /// its endpoint is closed, everything outstanding completes with an
+    /// error.
+    pub(super) fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+        self.stop_peer(peer, status, true);
+    }
+
+    fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t, goodbye: bool) {
+        if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
+            return;
+        }
+        if goodbye {
+            self.say_goodbye(peer);
+        }
+        let p = &mut self.peers[peer];
+        p.fail(status);
+        let ep = std::mem::replace(&mut p.ep, null_mut());
+        for (_, k) in p.keys.drain() {
+            if let RemoteKey::Ready { rkey, .. } = k {
+                self.dead_rkeys.push(rkey);
+            }
+        }
+        self.recvs.cancel(self.worker, Some(peer));
+        if !ep.is_null() {
+            self.close_ep(ep, true);
+        }
+        self.mark(peer);
+        self.peer_closed(peer);
+    }
+
+    pub(super) fn close_ep(&mut self, ep: ffi::ucp_ep_h, force: bool) {
+        let t = token(CLOSE, 0, 0);
+        let mut param = send_param(t);
+        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = if force {
+            ffi::UCP_EP_CLOSE_FLAG_FORCE
+        } else {
+            0
+        };
+        // SAFETY: an endpoint of this worker, closed once.
+        let r = unsafe { ffi::ucp_ep_close_nbx(ep, &param) };
+        if let Started::Pending(_) = started(r) {
+            self.closing += 1;
+        }
+    }
+}

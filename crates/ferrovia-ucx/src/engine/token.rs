@@ -1,0 +1,103 @@
+//! What a request's `user_data` names: a token of class, peer and index,
+//! so a callback needs no pointer into the engine; and the request
+//! parameters and inline outcomes every `*_nbx` call shares.
+//!
+//! ```text
+//! 63..56  class     55..32  peer     31..0  sequence number, slot or id
+//! ```
+
+use std::ffi::c_void;
+
+use crate::events::{self, Event};
+use crate::ffi;
+use crate::status::{Started, started};
+
+/// A part (put, get or message) of a send-queue op; index: its sequence
+/// number.
+pub(crate) const PART: u64 = 1;
+/// An endpoint flush covering writes up to the sequence number.
+pub(crate) const FLUSH: u64 = 2;
+/// A receive; index: its slot.
+pub(crate) const RECV: u64 = 3;
+/// The notification of a write with immediate; index: its sequence number.
+pub(crate) const NOTIFY: u64 = 4;
+/// A control message; index: its id.
+pub(crate) const CTRL: u64 = 5;
+/// An endpoint close.
+pub(crate) const CLOSE: u64 = 6;
+/// An endpoint failed.
+pub(crate) const EP_ERROR: u64 = 7;
+/// The flush before acknowledging a revocation; index: its id.
+pub(crate) const REVOKE_FLUSH: u64 = 9;
+/// The flush before a goodbye.
+pub(crate) const GOODBYE_FLUSH: u64 = 10;
+/// A control message arrived.
+pub(crate) const CONTROL_TOKEN: u64 = 8 << 56;
+/// The most peers a token can name.
+pub(crate) const MAX_PEERS: usize = 1 << 24;
+
+pub(crate) fn token(class: u64, peer: usize, index: u32) -> u64 {
+    class << 56 | (peer as u64) << 32 | u64::from(index)
+}
+
+/// Class, peer and index of a token.
+pub(crate) fn split(token: u64) -> (u64, usize, u32) {
+    (
+        token >> 56,
+        ((token >> 32) & 0xff_ffff) as usize,
+        token as u32,
+    )
+}
+
+/// The error handler's argument for `peer`'s endpoint of `generation`.
+pub(crate) fn ep_error_arg(peer: usize, generation: u32) -> usize {
+    (generation as usize) << 24 | peer
+}
+
+/// The token of an endpoint error: the peer, and the endpoint's
+/// generation as its index.
+pub(crate) fn ep_error_token(arg: usize) -> u64 {
+    token(EP_ERROR, arg & 0xff_ffff, (arg >> 24) as u32)
+}
+
+pub(crate) fn user_data(token: u64) -> *mut c_void {
+    token as usize as *mut c_void
+}
+
+/// Parameters of a send, put, get, flush or close whose completion
+/// callback reports `token`.
+pub(crate) fn send_param(token: u64) -> ffi::ucp_request_param_t {
+    let mut p = ffi::ucp_request_param_t {
+        op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK | ffi::UCP_OP_ATTR_FIELD_USER_DATA,
+        user_data: user_data(token),
+        ..Default::default()
+    };
+    p.cb.send = Some(events::send_done);
+    p
+}
+
+/// Records the outcome of an `*_nbx` call that completed or failed inside
+/// the call (no callback runs for those).
+pub(crate) fn record(token: u64, r: ffi::ucs_status_ptr_t) -> Started {
+    let s = started(r);
+    match s {
+        Started::Done => events::push(Event::new(token, ffi::UCS_OK)),
+        Started::Failed(st) => events::push(Event::new(token, st)),
+        Started::Pending(_) => {}
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        let t = token(NOTIFY, MAX_PEERS - 1, u32::MAX);
+        assert_eq!(split(t), (NOTIFY, MAX_PEERS - 1, u32::MAX));
+        assert_eq!(split(ep_error_token(3)), (EP_ERROR, 3, 0));
+        assert_eq!(split(ep_error_token(ep_error_arg(5, 2))), (EP_ERROR, 5, 2));
+        assert_eq!(split(CONTROL_TOKEN).0, 8);
+    }
+}
