@@ -39,7 +39,7 @@ mod token;
 mod wire;
 
 pub use backend::Backend;
-pub use barrier::BarrierAlgorithm;
+pub use barrier::{BarrierAlgorithm, BarrierTask};
 pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;

@@ -45,6 +45,7 @@ mod error;
 mod events;
 mod ffi;
 mod keys;
+mod notify;
 mod peer;
 mod revoke;
 mod status;

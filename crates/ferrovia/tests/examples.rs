@@ -17,6 +17,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("watch_flag", 2, None),
     ("counter", 4, None),
     ("collector", 4, None),
+    #[cfg(feature = "async")]
+    ("async_service", 4, None),
 ];
 
 /// `target/<profile>/examples/NAME`, next to this test's `deps` folder

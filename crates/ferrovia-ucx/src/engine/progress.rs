@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     /// Posts that went through the command queue (tests).
     pub(crate) queued_posts: AtomicU64,
     pub(super) worker: AtomicPtr<ffi::ucp_worker>,
+    /// The transport's event fd, signalled on publication when armed.
+    pub(crate) events: crate::notify::Notifier,
 }
 
 impl Shared {
@@ -93,6 +95,7 @@ impl Shared {
             user_turned: AtomicBool::new(false),
             queued_posts: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
+            events: crate::notify::Notifier::new(),
         }
     }
 
@@ -116,6 +119,7 @@ impl Shared {
     }
 
     pub(super) fn notify(&self) {
+        self.events.signal();
         if self.waiters.load(SeqCst) > 0 {
             let _g = self.lock.lock();
             self.cv.notify_all();
@@ -204,7 +208,9 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             // A user thread busy-polling drives progress itself. Stand back
             // without arming the worker: an armed worker would wake this
             // thread on every message and preempt the poller.
-            if shared.user_turned.swap(false, Relaxed) {
+            // Unless an event loop sleeps on the transport's event fd: it
+            // waits for this thread to publish.
+            if shared.user_turned.swap(false, Relaxed) && !shared.events.armed() {
                 thread::sleep(STAND_BACK);
                 last_activity = Instant::now();
                 continue;
