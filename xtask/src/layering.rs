@@ -13,6 +13,7 @@ pub(crate) const LAYERS: &[&str] = &[
     "ferrovia-channel",
     "ferrovia-ucx",
     "ferrovia-node",
+    "ferrovia-async",
     "ferrovia",
 ];
 

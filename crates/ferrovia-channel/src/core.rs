@@ -101,7 +101,8 @@ impl ChannelCore {
         }
     }
 
-    pub(crate) fn peers(&self) -> usize {
+    /// Number of peers.
+    pub fn peers(&self) -> usize {
         self.send_depth.len()
     }
 
@@ -112,6 +113,19 @@ impl ChannelCore {
     /// Marks a scope open until the guard drops; `None` if one already is.
     pub(crate) fn open_scope(&self) -> Option<ScopeGuard<'_>> {
         (!self.scope_open.replace(true)).then_some(ScopeGuard(&self.scope_open))
+    }
+
+    /// Keeps scopes out of this engine for good: [`run_scope`](crate::run_scope)
+    /// fails with [`ScopeError::Nested`](crate::ScopeError::Nested) from
+    /// now on. For an owner of owned requests (an async layer) that must
+    /// not have them settled by a scope's drain behind its back. False if
+    /// a scope is open now (nothing changes then).
+    pub fn lock_out_scopes(&self) -> bool {
+        if self.scope_open.get() {
+            return false;
+        }
+        self.scope_open.set(true);
+        true
     }
 
     pub(crate) fn check_peer(&self, st: &EngineState, peer: usize) -> TransportResult<()> {
@@ -196,12 +210,38 @@ impl ChannelCore {
         }
     }
 
-    /// Polls once and routes what arrived. Returns how many arrived.
-    pub(crate) fn progress(&self) -> TransportResult<usize> {
-        let mut st = self.state();
-        let n = self.transport.poll(&mut st.batch)?;
-        st.route(n);
+    /// Polls the transport once and routes what arrived (waking the
+    /// futures of owned requests that completed). Returns how many
+    /// arrived.
+    pub fn progress(&self) -> TransportResult<usize> {
+        let n = {
+            let mut st = self.state();
+            let n = self.transport.poll(&mut st.batch)?;
+            st.route(n);
+            n
+        };
+        self.wake_routed();
         Ok(n)
+    }
+
+    /// Wakes the futures whose owned requests were routed, once the state
+    /// is no longer borrowed (a waker may run code that posts).
+    pub(crate) fn wake_routed(&self) {
+        let mut due = {
+            let mut st = self.state();
+            if st.slots.owned.to_wake.is_empty() {
+                return;
+            }
+            std::mem::take(&mut st.slots.owned.to_wake)
+        };
+        for w in due.drain(..) {
+            w.wake();
+        }
+        // Keep the allocation for the next round.
+        let mut st = self.state();
+        if st.slots.owned.to_wake.is_empty() {
+            st.slots.owned.to_wake = due;
+        }
     }
 
     /// Sleeps until something arrives or `timeout` passes; routes it.
@@ -225,9 +265,13 @@ impl ChannelCore {
     }
 
     pub(crate) fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
-        let mut st = self.state();
-        let n = self.transport.wait(&mut st.batch, timeout)?;
-        st.route(n);
+        let n = {
+            let mut st = self.state();
+            let n = self.transport.wait(&mut st.batch, timeout)?;
+            st.route(n);
+            n
+        };
+        self.wake_routed();
         Ok(n)
     }
 
@@ -239,11 +283,10 @@ impl ChannelCore {
         poll_first: bool,
         bufs: &mut [RawBuf; MAX_ELEMENTS],
     ) -> TransportResult<Option<Taken>> {
-        let mut st = self.state();
         if poll_first {
-            let n = self.transport.poll(&mut st.batch)?;
-            st.route(n);
+            self.progress()?;
         }
+        let mut st = self.state();
         match st.slots.take(t.index, t.epoch, bufs) {
             Look::Done(taken) => Ok(Some(taken)),
             Look::Pending => Ok(None),
@@ -339,6 +382,9 @@ impl EngineState {
                 broken[p] = true;
             }
             slots.route(c);
+        }
+        if n > 0 {
+            slots.owned.room_freed();
         }
     }
 }

@@ -29,6 +29,29 @@ pub struct Gather<'env> {
     _bytes: PhantomData<&'env [u8]>,
 }
 
+impl Gather<'_> {
+    /// A gather element of an owned request's buffer (`crate::owned`),
+    /// which the engine keeps alive instead of a borrow.
+    pub(crate) fn owned(sge: Sge) -> Gather<'static> {
+        Gather {
+            sge,
+            _bytes: PhantomData,
+        }
+    }
+}
+
+/// The element of `range` of a registered buffer, checked.
+pub(crate) fn sge_of_range<A: Access>(
+    buf: &RegisteredMemory<'_, A>,
+    range: Range<usize>,
+) -> TransportResult<Sge> {
+    let (addr, _) = buf.checked_range(range.clone())?;
+    let view = buf
+        .registration()
+        .view_at(addr - buf.registration().addr(), range.len())?;
+    sge_of(view)
+}
+
 impl<'env> Gather<'env> {
     /// `bytes`, which must lie inside `reg`.
     pub fn new(reg: &'env Registration<'_>, bytes: &'env [u8]) -> TransportResult<Gather<'env>> {
@@ -51,12 +74,8 @@ impl<'env> Gather<'env> {
         buf: &'env RegisteredMemory<'_, A>,
         range: Range<usize>,
     ) -> TransportResult<Gather<'env>> {
-        let (addr, _) = buf.checked_range(range.clone())?;
-        let view = buf
-            .registration()
-            .view_at(addr - buf.registration().addr(), range.len())?;
         Ok(Gather {
-            sge: sge_of(view)?,
+            sge: sge_of_range(buf, range)?,
             _bytes: PhantomData,
         })
     }

@@ -22,7 +22,10 @@
 //!   with one doorbell and selective signalling.
 //! - [`MultiChannel`]: one connection per peer over one protection domain.
 //! - [`Transport`]: the seam the core drives (verbs RC queue pairs here,
-//!   UCX in `ferrovia-ucx`).
+//!   UCX in `ferrovia-ucx`), with an event fd an event loop can sleep on.
+//! - Owned requests ([`OwnedOp`], [`ChannelCore::try_post_owned`]): the
+//!   engine, not a borrow, keeps the buffer until the completion; what
+//!   `ferrovia-async`'s futures post.
 //!
 
 #![cfg_attr(
@@ -66,6 +69,9 @@ mod element;
 mod error;
 mod multi;
 mod op;
+mod owned;
+mod owned_list;
+mod owned_slots;
 mod post;
 mod posting;
 #[cfg(feature = "verbs")]
@@ -86,6 +92,7 @@ pub use element::{Gather, Scatter};
 pub use error::{DrainError, ScopeError, TransportError, TransportResult};
 pub use multi::{MultiChannel, MultiPeer};
 pub use op::{Completion, OpKind, RecvOp, SendOp};
+pub use owned::{OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned};
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,

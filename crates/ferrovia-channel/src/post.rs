@@ -13,7 +13,7 @@ use crate::request::{MAX_ELEMENTS, Scatters, SendWorkRequest, WriteWorkRequest};
 use crate::slots::{Queue, RawBuf, wr_id};
 
 /// Requests one doorbell carries at most.
-const CHUNK: usize = 16;
+pub(crate) const CHUNK: usize = 16;
 
 /// What a send-queue request does, before it has a wr_id.
 pub(crate) struct SendSpec<'a, 'env> {
@@ -54,7 +54,7 @@ impl<'env> AsSpec<'env> for WriteWorkRequest<'_, 'env> {
     }
 }
 
-const EMPTY_OP: SendOp = SendOp {
+pub(crate) const EMPTY_OP: SendOp = SendOp {
     wr_id: 0,
     kind: OpKind::Send,
     sges: [Sge::new(0, 0, 0); MAX_ELEMENTS],
@@ -71,7 +71,7 @@ const EMPTY_OP: SendOp = SendOp {
 impl EngineState {
     /// Whether `peer`'s `queue` has room for `n` more requests and `n`
     /// slots are free.
-    fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
+    pub(crate) fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
         let used = match queue {
             Queue::Send => self.slots.outstanding_send[peer],
             Queue::Recv => self.slots.outstanding_recv[peer],
@@ -214,7 +214,7 @@ impl ChannelCore {
         Ok(tail)
     }
 
-    fn build_op(
+    pub(crate) fn build_op(
         &self,
         peer: usize,
         wr_id: u64,

@@ -38,7 +38,7 @@ pub(crate) fn check_right(
     Ok(())
 }
 
-fn fits_remote(local: u64, remote: &RemoteMemoryRegion) -> TransportResult<()> {
+pub(crate) fn fits_remote(local: u64, remote: &RemoteMemoryRegion) -> TransportResult<()> {
     if local > remote.len() {
         return Err(TransportError::RemoteTooSmall {
             local,

@@ -11,6 +11,7 @@ use std::ptr::NonNull;
 use ferrovia_types::{CompletionError, Sge, WcStatus};
 
 use crate::op::Completion;
+use crate::owned_slots::OwnedSlots;
 use crate::request::MAX_ELEMENTS;
 
 /// A borrowed buffer a receive or read will hand back: raw because the
@@ -64,6 +65,8 @@ pub(crate) struct Meta {
     /// completes.
     pub(crate) detached: bool,
     pub(crate) nbufs: u8,
+    /// The engine holds the request's buffer (`crate::owned`).
+    pub(crate) owned: bool,
 }
 
 /// A completed request taken out of its slot: its completion, and how
@@ -97,6 +100,8 @@ pub(crate) struct Slots {
     /// Handles dropped before their completion was taken (a manual scope
     /// reports them).
     pub(crate) dropped_unpolled: usize,
+    /// Buffers and wakers of owned requests (`crate::owned`).
+    pub(crate) owned: OwnedSlots,
 }
 
 pub(crate) fn wr_id(index: u32, epoch: u32) -> u64 {
@@ -125,6 +130,7 @@ impl Slots {
             queue: Queue::Send,
             detached: false,
             nbufs: 0,
+            owned: false,
         };
         Slots {
             meta: vec![free_meta; cap as usize],
@@ -140,6 +146,7 @@ impl Slots {
             outstanding_shared: 0,
             unobserved: Vec::with_capacity(16),
             dropped_unpolled: 0,
+            owned: OwnedSlots::default(),
         }
     }
 
@@ -182,6 +189,7 @@ impl Slots {
         m.queue = queue;
         m.detached = detached;
         m.nbufs = bufs.len() as u8;
+        m.owned = false;
         let epoch = m.epoch;
         if !bufs.is_empty() {
             self.bufs[index as usize][..bufs.len()].copy_from_slice(bufs);
@@ -195,6 +203,45 @@ impl Slots {
             Queue::Shared => self.outstanding_shared += 1,
         }
         (index, epoch)
+    }
+
+    /// Takes a completed owned request's completion and buffer and frees
+    /// its slot; `None` if it has not completed (or is not there).
+    pub(crate) fn take_owned(
+        &mut self,
+        index: u32,
+        epoch: u32,
+    ) -> Option<(Completion, Option<crate::owned::OwnedBuf>)> {
+        if self.state(index, epoch) != Some(State::Done) {
+            return None;
+        }
+        let buf = self.owned.take(index);
+        self.meta[index as usize].owned = false;
+        let c = self.done[index as usize];
+        self.release(index);
+        Some((c, buf))
+    }
+
+    /// Gives up on an owned request: freed with its buffer handed on when
+    /// it completes (at once if it has). Whether it was still pending.
+    pub(crate) fn abandon_owned(&mut self, index: u32, epoch: u32) -> bool {
+        match self.state(index, epoch) {
+            Some(State::Pending) => {
+                self.meta[index as usize].detached = true;
+                self.owned.take_waker(index);
+                true
+            }
+            Some(State::Done) => {
+                self.release(index);
+                false
+            }
+            Some(State::Free) | None => false,
+        }
+    }
+
+    /// The peer of the request in slot `index`.
+    pub(crate) fn peer_at(&self, index: u32) -> usize {
+        self.meta[index as usize].peer as usize
     }
 
     /// Undoes `alloc` for a request the transport refused to post.
@@ -216,6 +263,14 @@ impl Slots {
     }
 
     pub(crate) fn release(&mut self, index: u32) {
+        let m = &mut self.meta[index as usize];
+        if m.owned {
+            // Whoever still holds it (a completion nobody took, a request
+            // given up on): the engine hands its buffer on, never frees it
+            // under the device.
+            m.owned = false;
+            self.owned.release(index, self.done[index as usize]);
+        }
         let m = &mut self.meta[index as usize];
         m.state = State::Free;
         m.nbufs = 0;
@@ -267,15 +322,20 @@ impl Slots {
         if c.peer.is_none() && m.peer != ANY_PEER {
             c.peer = Some(m.peer);
         }
-        let c = &c;
         if m.detached {
-            if c.status != WcStatus::SUCCESS {
-                self.unobserved.push(error_of(c));
+            // An owned request given up on hands its buffer on with this
+            // completion (`release`); nobody else will see its error.
+            if c.status != WcStatus::SUCCESS && !m.owned {
+                self.unobserved.push(error_of(&c));
             }
+            self.done[index as usize] = c;
             self.release(index);
         } else {
             m.state = State::Done;
-            self.done[index as usize] = *c;
+            self.done[index as usize] = c;
+            if m.owned {
+                self.owned.completed(index);
+            }
         }
     }
 

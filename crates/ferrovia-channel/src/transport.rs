@@ -1,5 +1,6 @@
 //! The backend seam: what the scoped core needs from a transport.
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use crate::error::{TransportError, TransportResult};
@@ -89,6 +90,44 @@ pub unsafe trait Transport: Send + Sync {
     /// (checking clears it).
     fn shared_limit_reached(&self) -> TransportResult<bool> {
         Ok(false)
+    }
+
+    /// A file descriptor an event loop can watch instead of polling:
+    /// after [`Transport::arm`], it becomes readable once a completion
+    /// arrives that was not yet available to `poll` when `arm` was called.
+    /// `None` (the default): the transport has none, and an event loop
+    /// polls it on a timer. See [`Transport::arm`] for the protocol.
+    ///
+    /// A transport that offers one makes progress on its own (the device,
+    /// or a progress thread): completions reach `poll` without the caller
+    /// polling first. The fd is the same, and open, for the transport's
+    /// life; it is never read or written by the caller, only watched.
+    fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Asks for the next completion to make [`Transport::event_fd`]
+    /// readable (once). Completions that were already available when it was
+    /// called may not, so a waiter follows the protocol:
+    ///
+    /// 1. poll until empty;
+    /// 2. `arm`;
+    /// 3. poll once more (a completion that slipped in before the arm is
+    ///    caught here; if one did, go to 1);
+    /// 4. sleep until the fd is readable (with a deadline: readiness may
+    ///    also be spurious, never missing);
+    /// 5. [`Transport::ack_events`], then go to 1.
+    ///
+    /// Default: nothing to arm.
+    fn arm(&self) -> TransportResult<()> {
+        Ok(())
+    }
+
+    /// Consumes what made [`Transport::event_fd`] readable, without
+    /// blocking, so it reads as not ready until the transport is armed again
+    /// and a completion arrives. Default: nothing to consume.
+    fn ack_events(&self) -> TransportResult<()> {
+        Ok(())
     }
 
     /// Replaces the connection to `peer` with a fresh one, for a

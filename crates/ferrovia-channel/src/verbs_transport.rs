@@ -3,6 +3,7 @@
 //! the only places with `unsafe` in the crate.
 
 use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -419,6 +420,19 @@ unsafe impl Transport for VerbsTransport {
         }
         self.check_links();
         self.links.gone(peer)
+    }
+
+    fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.cq.channel_fd()
+    }
+
+    fn arm(&self) -> TransportResult<()> {
+        Ok(self.cq.arm()?)
+    }
+
+    fn ack_events(&self) -> TransportResult<()> {
+        self.cq.take_events()?;
+        Ok(())
     }
 
     fn shared_recv_depth(&self) -> u32 {

@@ -271,7 +271,7 @@ impl Opened {
                     .connect(rank, &addresses)
                     .map_err(|e| BootstrapError::Connect {
                         rank,
-                        peer: None,
+                        peer: e.peer(),
                         source: Box::new(e.into()),
                     })?;
                 Ok((

@@ -89,9 +89,11 @@ mod scenarios;
 mod schedule;
 #[cfg(test)]
 mod sim;
+mod task;
 mod word;
 
 pub(crate) use engine::RankState;
+pub use task::BarrierTask;
 pub(crate) use word::RING;
 
 use engine::{Fabric, Run};

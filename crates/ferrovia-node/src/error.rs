@@ -78,7 +78,7 @@ pub enum BootstrapError {
         source: std::io::Error,
     },
     /// Connecting to the ranks' transports after the exchange failed.
-    #[error("rank {rank} could not connect to {}: {source}", peer.map_or_else(|| "its peers (the UCX transport does not say which)".to_owned(), |p| format!("rank {p}")))]
+    #[error("rank {rank} could not connect to {}: {source}", peer.map_or_else(|| "its peers".to_owned(), |p| format!("rank {p}")))]
     Connect {
         /// This rank.
         rank: usize,

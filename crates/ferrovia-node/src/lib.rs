@@ -40,7 +40,7 @@ mod token;
 mod wire;
 
 pub use backend::Backend;
-pub use barrier::BarrierAlgorithm;
+pub use barrier::{BarrierAlgorithm, BarrierTask};
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,

@@ -26,6 +26,7 @@
 //!
 //! Every access to the exposed region goes through the helpers below.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire};
 
 use ferrovia_mr::{
@@ -46,8 +47,9 @@ pub(crate) struct SyncRegion {
     flags: SharedBuffer,
     /// Sources of signal, answer and query writes (layout above): shared
     /// memory, since a word is stored while an earlier write of it may
-    /// still be reading it.
-    pub(crate) src: SharedBuffer,
+    /// still be reading it. In an `Arc`, so the owned writes of an async
+    /// barrier (`barrier::task`) can hold it until they complete.
+    pub(crate) src: Arc<SharedBuffer>,
     /// Source of directory writes.
     pub(crate) dir_src: RegisteredBuffer,
     /// Every rank's `flags` region.
@@ -64,7 +66,9 @@ impl SyncRegion {
             .allow_remote_read();
         Ok(SyncRegion {
             flags: registry.alloc(Self::words_before_dir(n) * 8 + 2 * DIR_SLOT * n, exposed)?,
-            src: registry.alloc(8 * (n * RING + n + 1), RegisterOptions::local().shared())?,
+            src: Arc::new(
+                registry.alloc(8 * (n * RING + n + 1), RegisterOptions::local().shared())?,
+            ),
             dir_src: registry.alloc(DIR_SLOT, RegisterOptions::local())?,
             remote: Vec::new(),
             gathers: std::cell::Cell::new(0),

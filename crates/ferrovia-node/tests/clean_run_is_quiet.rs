@@ -13,7 +13,6 @@ use suite::{Job, finish};
 const UCX_TCP: suite::BackendEnv = &[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "tcp")];
 
 #[test]
-#[ignore = "UCX shutdown noise: the ferrovia-ucx engine logs WARN when a peer that said goodbye closes its endpoint, and UCX prints ERROR connecting to a rank that already left (an engine change, issue 13 part 2)"]
 fn a_clean_four_rank_job_over_tcp_is_quiet() {
     for run in 0..3 {
         let job = Job::new(4, UCX_TCP);

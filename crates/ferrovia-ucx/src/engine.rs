@@ -421,10 +421,20 @@ impl Engine {
                 );
             }
             EP_ERROR => {
-                log::warn!(
-                    "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",
-                    ev.status
-                );
+                // A peer that said goodbye, or our own shutdown, closes
+                // endpoints on purpose: a clean job stays quiet.
+                let expected = self.shutdown || self.peers.get(peer).is_some_and(|p| p.departed);
+                if expected {
+                    log::debug!(
+                        "ucx: endpoint to peer {peer} closed (ucs_status_t {}) after its goodbye or during shutdown",
+                        ev.status
+                    );
+                } else {
+                    log::warn!(
+                        "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",
+                        ev.status
+                    );
+                }
                 self.lose_peer(peer, ev.status);
             }
             _ if ev.token == CONTROL_TOKEN => self.on_control(ev.data.as_deref().unwrap_or(&[])),

@@ -22,6 +22,15 @@ pub enum UcxError {
     /// The progress thread could not start, or is gone.
     #[error("UCX progress thread: {0}")]
     ProgressThread(String),
+    /// Creating the endpoint to one peer failed.
+    #[error("cannot create the endpoint to peer {peer}: {source}")]
+    Endpoint {
+        /// The peer.
+        peer: usize,
+        /// Why.
+        #[source]
+        source: Box<UcxError>,
+    },
     /// `ucp_mem_map(ALLOCATE)` returned memory that is too short, NULL or
     /// not page-aligned.
     #[error("ucp_mem_map allocated {got} bytes at {addr:#x} for {asked}, unaligned or too short")]
@@ -79,6 +88,16 @@ pub enum UcxError {
         /// The option.
         name: String,
     },
+}
+
+impl UcxError {
+    /// The peer an error concerns, when it names one.
+    pub fn peer(&self) -> Option<usize> {
+        match self {
+            UcxError::Endpoint { peer, .. } => Some(*peer),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) fn status_error(op: &'static str, status: ffi::ucs_status_t) -> UcxError {

@@ -54,6 +54,7 @@ mod events;
 mod ffi;
 mod keys;
 mod listener;
+mod notify;
 mod peer;
 mod revoke;
 mod sockaddr;

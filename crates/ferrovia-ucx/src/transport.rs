@@ -1,5 +1,6 @@
 //! `UcxTransport`: the channel core's transport seam over UCX.
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
@@ -278,6 +279,15 @@ impl UcxTransport {
     }
 
     /// Takes published completions (those of turns on other threads).
+    /// An event loop sleeping on the event fd will not poll for what a
+    /// direct post completed inside the call (it stays in the engine for
+    /// the posting thread's next poll): publish it, which signals the fd.
+    fn publish_if_armed(&self, e: &mut engine::Engine) {
+        if self.shared.events.armed() {
+            e.publish();
+        }
+    }
+
     fn take(&self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
@@ -359,7 +369,12 @@ unsafe impl Transport for UcxTransport {
         // hand-off. When another thread holds it, the ops queue as
         // commands, which the holder's next turn (or this thread's, whose
         // direct posts drain the queue first) issues in order.
-        if engine::with_engine(&self.engine, &self.shared, |e| e.post_sends(peer, ops)).is_none() {
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_sends(peer, ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
             self.check_alive()?;
             self.shared.queued_posts.fetch_add(1, Relaxed);
             for op in ops {
@@ -373,7 +388,12 @@ unsafe impl Transport for UcxTransport {
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
         self.check(peer)?;
         // As for sends.
-        if engine::with_engine(&self.engine, &self.shared, |e| e.post_recvs(peer, ops)).is_none() {
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_recvs(peer, ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
             self.check_alive()?;
             self.shared.queued_posts.fetch_add(1, Relaxed);
             for op in ops {
@@ -393,7 +413,12 @@ unsafe impl Transport for UcxTransport {
             return Err(TransportError::NoSharedPool);
         }
         // As for per-peer receives, with a wildcard sender.
-        if engine::with_engine(&self.engine, &self.shared, |e| e.post_pool_recvs(ops)).is_none() {
+        if engine::with_engine(&self.engine, &self.shared, |e| {
+            e.post_pool_recvs(ops);
+            self.publish_if_armed(e);
+        })
+        .is_none()
+        {
             self.check_alive()?;
             self.shared.queued_posts.fetch_add(1, Relaxed);
             for op in ops {
@@ -513,6 +538,23 @@ unsafe impl Transport for UcxTransport {
     fn disconnected(&self, peer: usize) -> Option<std::net::SocketAddr> {
         let addr = self.peer_addr?;
         self.engine.lock().peer_gone(peer).then_some(addr)
+    }
+
+    /// An eventfd the engine signals after the turn that delivered a
+    /// completion (see `notify`): the worker's own fd is the progress
+    /// thread's.
+    fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared.events.fd()
+    }
+
+    fn arm(&self) -> TransportResult<()> {
+        self.shared.events.arm();
+        Ok(())
+    }
+
+    fn ack_events(&self) -> TransportResult<()> {
+        self.shared.events.ack();
+        Ok(())
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {

@@ -1,7 +1,7 @@
 //! Completion queues, polled in batches, with an optional blocking wait.
 
 use std::mem::MaybeUninit;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr::{NonNull, null_mut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -269,6 +269,66 @@ impl CompletionQueue {
             } else if last_errno() != Some(libc::EAGAIN) {
                 return Err(null_error("ibv_get_cq_event"));
             }
+        }
+    }
+}
+
+impl CompletionQueue {
+    /// The completion channel's file descriptor (non-blocking), for an
+    /// event loop to watch: it becomes readable when an event arrives on
+    /// a CQ armed with [`CompletionQueue::arm`]. `None` for a CQ made
+    /// without a channel. Valid as long as this CQ (or a clone) lives.
+    pub fn channel_fd(&self) -> Option<BorrowedFd<'_>> {
+        let ch = self.inner.channel?;
+        // SAFETY: `ch` is live while this CQ is, and its fd stays open
+        // until the channel is destroyed in `CqInner::drop`, which cannot
+        // run while `self` is borrowed.
+        let fd = unsafe { ch.as_ref().fd };
+        // SAFETY: as above: the fd is open for the borrow of `self`.
+        Some(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// Requests one event on the completion channel for the next
+    /// completion (`ibv_req_notify_cq`, any completion). A completion
+    /// already in the CQ raises no event: poll once after arming before
+    /// sleeping on [`CompletionQueue::channel_fd`].
+    pub fn arm(&self) -> Result<()> {
+        if self.inner.channel.is_none() {
+            return Err(VerbsError::InvalidArgument(
+                "arm() needs a CQ created with CompletionQueue::with_channel".into(),
+            ));
+        }
+        // SAFETY: live CQ with a channel.
+        check("ibv_req_notify_cq", unsafe {
+            sys::ibv_req_notify_cq(self.as_raw(), 0)
+        })
+    }
+
+    /// Takes and acknowledges every event waiting on the completion
+    /// channel, without blocking; returns how many there were. An event
+    /// loop calls it when the channel's fd was readable, before arming
+    /// again.
+    pub fn take_events(&self) -> Result<usize> {
+        let Some(ch) = self.inner.channel else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        loop {
+            let mut ev_cq = null_mut();
+            let mut ev_ctx = null_mut();
+            // SAFETY: live channel; its fd is non-blocking, so this returns
+            // EAGAIN instead of sleeping when no event is waiting.
+            let got = unsafe { lib()?.ibv_get_cq_event(ch.as_ptr(), &mut ev_cq, &mut ev_ctx) };
+            if got != 0 {
+                return match last_errno() {
+                    Some(libc::EAGAIN) => Ok(n),
+                    _ => Err(null_error("ibv_get_cq_event")),
+                };
+            }
+            // SAFETY: one event was taken for ev_cq (the channel's only CQ);
+            // acknowledged at once, as `CqInner::drop` expects.
+            unsafe { lib()?.ibv_ack_cq_events(ev_cq, 1) };
+            n += 1;
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
+//! | `asynchronous` | `ferrovia-async` | operations as tokio futures that own their buffers (feature `async`) |
 //!
 //! # Features
 //! - `verbs` (default): the verbs layers and `Channel`, and the [`Node`]
@@ -21,6 +22,10 @@
 //! - `ucx` (default): the UCX fallback transport as `ferrovia::ucx`, and
 //!   the [`Node`] backend used where no RDMA device is usable. Needs the
 //!   system UCX (`libucx-dev`) at build time.
+//! - `async` (off by default): [`AsyncNode`] and friends, operations as
+//!   futures on tokio that own their registered buffers (dropping or
+//!   forgetting one never frees memory the NIC or UCX may touch); pulls in
+//!   tokio, which programs without it never build.
 //! - `default-features = false, features = ["ucx"]` builds without
 //!   rdma-core at all; `features = ["verbs"]` without UCX.
 //!
@@ -88,6 +93,35 @@ b.scope(|s| {
 ```
 "#
 )]
+#![cfg_attr(
+    feature = "async",
+    doc = r#"
+# Quick start: async (feature `async`)
+Every operation is a future that owns its buffer: moved in, handed back in
+the result (also on error). Dropping or forgetting a future never frees
+memory the NIC or UCX may still write; see [`asynchronous`].
+```no_run
+use std::time::Duration;
+use ferrovia::{AsyncNode, Node, RegisterOptions};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let node = Node::from_env_or_launch(2)?;
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+        let node = AsyncNode::new(node)?;
+        let peer = 1 - node.rank();
+        let inbox = node.registry().alloc(64, RegisterOptions::local())?;
+        let incoming = node.receive(peer, inbox); // posted now, owns `inbox`
+        node.barrier(&[0, 1], Duration::from_secs(10)).await?;
+        let msg = node.registry().register_buffer(b"hello, async".to_vec(), RegisterOptions::local())?;
+        let msg = node.send(peer, msg).await?.buf; // the buffer comes back
+        let got = tokio::time::timeout(Duration::from_secs(5), incoming).await??;
+        println!("{:?} (sent {} bytes)", std::str::from_utf8(got.received()), msg.len());
+        Ok(())
+    })
+}
+```
+"#
+)]
 #![forbid(unsafe_code)]
 
 /// What a ferrovia program usually wants in scope: the node's scope
@@ -102,6 +136,8 @@ pub mod prelude {
     pub use ferrovia_node::NodeScope;
 }
 
+#[cfg(feature = "async")]
+pub use ferrovia_async as asynchronous;
 pub use ferrovia_channel as channel;
 pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
@@ -113,6 +149,10 @@ pub use ferrovia_ucx as ucx;
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs as verbs;
 
+#[cfg(feature = "async")]
+pub use ferrovia_async::{
+    Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode, Done, Failed, Op,
+};
 pub use ferrovia_channel::{
     AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, DrainError, Gather, MultiChannel,
     PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,

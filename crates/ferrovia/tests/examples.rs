@@ -19,6 +19,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("collector", 4, None),
     // A server and 3 client processes: one report each.
     ("accept_clients", 4, Some(&[0, 1, 2, 3])),
+    #[cfg(feature = "async")]
+    ("async_service", 4, None),
 ];
 
 /// `target/<profile>/examples/NAME`, next to this test's `deps` folder

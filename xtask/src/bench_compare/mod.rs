@@ -20,6 +20,7 @@
 
 mod doc;
 mod pair;
+mod pairs;
 mod parse;
 mod plan;
 mod report;
@@ -407,7 +408,7 @@ fn measure(
     let what = format!(
         "run {rep} {} {} {}{}",
         report::transport_title(case.transport, s.device),
-        case.pair.test,
+        case.pair.name,
         report::size_name(case.size),
         if case.qps > 1 {
             format!(" -q {}", case.qps)
@@ -424,7 +425,7 @@ fn measure(
     }
     Ok(Record {
         transport: case.transport,
-        test: case.pair.test.into(),
+        test: case.pair.name.into(),
         size: case.size,
         qps: case.qps,
         tool,

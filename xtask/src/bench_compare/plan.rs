@@ -74,43 +74,7 @@ impl Kind {
     }
 }
 
-/// A `ferrovia-perf` test and the reference test it is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Pair {
-    /// `ferrovia-perf TEST`.
-    pub(crate) test: &'static str,
-    /// The perftest program, or the `ucx_perftest -t` test.
-    pub(crate) reference: &'static str,
-    pub(crate) kind: Kind,
-}
-
-const fn pair(test: &'static str, reference: &'static str, kind: Kind) -> Pair {
-    Pair {
-        test,
-        reference,
-        kind,
-    }
-}
-
-/// Verbs: each test next to the perftest program of the same name.
-pub(crate) const VERBS_PAIRS: [Pair; 6] = [
-    pair("write_bw", "ib_write_bw", Kind::Bandwidth),
-    pair("write_lat", "ib_write_lat", Kind::Latency),
-    pair("read_bw", "ib_read_bw", Kind::Bandwidth),
-    pair("read_lat", "ib_read_lat", Kind::Latency),
-    pair("send_bw", "ib_send_bw", Kind::Bandwidth),
-    pair("send_lat", "ib_send_lat", Kind::Latency),
-];
-
-/// UCX: RDMA write is a UCP put, send/receive a tagged message, RDMA read
-/// a UCP get.
-pub(crate) const UCX_PAIRS: [Pair; 5] = [
-    pair("write_bw", "ucp_put_bw", Kind::Bandwidth),
-    pair("write_lat", "ucp_put_lat", Kind::Latency),
-    pair("read_bw", "ucp_get", Kind::Bandwidth),
-    pair("send_bw", "tag_bw", Kind::Bandwidth),
-    pair("send_lat", "tag_lat", Kind::Latency),
-];
+pub(crate) use super::pairs::{Pair, UCX_PAIRS, VERBS_PAIRS};
 
 /// Message sizes of every pair: 8 B, 4 KiB, 64 KiB, 1 MiB.
 pub(crate) const SIZES: [usize; 4] = [8, 4 << 10, 64 << 10, 1 << 20];
@@ -146,7 +110,7 @@ pub(crate) fn cases(transport: Transport) -> Vec<Case> {
         .pairs()
         .iter()
         .flat_map(|&pair| {
-            SIZES.map(|size| Case {
+            pair.sizes.iter().map(move |&size| Case {
                 transport,
                 pair,
                 size,
@@ -185,10 +149,11 @@ pub(crate) fn iterations(case: &Case) -> usize {
         (_, Kind::Bandwidth) => [100_000, 20_000, 20_000, 2_000],
         (_, Kind::Latency) => [10_000, 10_000, 2_000, 200],
     };
-    SIZES
+    let n = SIZES
         .iter()
         .position(|&s| s == case.size)
-        .map_or(100, |i| by_size[i])
+        .map_or(100, |i| by_size[i]);
+    n.div_ceil(case.pair.list) * case.pair.list
 }
 
 /// Which program of a pair runs.
@@ -266,6 +231,7 @@ pub(crate) fn invocation(
         Tool::Ferrovia => {
             let mut args = vec![case.pair.test.to_string()];
             args.extend(["-s", &size, "-n", &iters, "-p", &port_arg].map(String::from));
+            args.extend(case.pair.ours.iter().map(|a| a.to_string()));
             if case.qps > 1 {
                 args.extend(["-q".to_string(), case.qps.to_string()]);
             }
@@ -283,9 +249,12 @@ pub(crate) fn invocation(
         }
         Tool::Reference => match case.transport.ucx_tls() {
             None => {
-                let mut args: Vec<String> = ["-d", device, "-s", &size, "-n", &iters, "-F"]
-                    .map(String::from)
-                    .to_vec();
+                let mut args: Vec<String> = vec!["-d".into(), device.into()];
+                if case.pair.sized {
+                    args.extend(["-s".to_string(), size.clone()]);
+                }
+                args.extend(["-n", &iters, "-F"].map(String::from));
+                args.extend(case.pair.theirs.iter().map(|a| a.to_string()));
                 args.extend(["-p".to_string(), port_arg.clone()]);
                 if case.qps > 1 {
                     args.extend(["-q".to_string(), case.qps.to_string()]);
@@ -302,6 +271,7 @@ pub(crate) fn invocation(
                 let args = ["-t", case.pair.reference, "-s", &size, "-n", &iters, "-f"]
                     .map(String::from)
                     .into_iter()
+                    .chain(case.pair.theirs.iter().map(|a| a.to_string()))
                     .chain(peer_errors)
                     .chain(["-p".to_string(), port_arg.clone()])
                     .collect();
@@ -339,8 +309,8 @@ mod tests {
 
     #[test]
     fn every_transport_has_its_cells() {
-        assert_eq!(cases(Transport::Verbs).len(), 6 * 4 + 3);
-        assert_eq!(cases(Transport::UcxTcp).len(), 5 * 4);
+        assert_eq!(cases(Transport::Verbs).len(), 6 * 4 + 1 + 4 + 3);
+        assert_eq!(cases(Transport::UcxTcp).len(), 5 * 4 + 4);
         assert!(cases(Transport::UcxSm).iter().all(|c| c.qps == 1));
         for t in TRANSPORTS {
             assert_eq!(Transport::from_key(t.key()), Some(t));
@@ -351,6 +321,69 @@ mod tests {
         assert_eq!(Tool::from_key("reference"), Some(Tool::Reference));
         assert_eq!(Tool::order(1), [Tool::Ferrovia, Tool::Reference]);
         assert_eq!(Tool::order(2), [Tool::Reference, Tool::Ferrovia]);
+    }
+
+    #[test]
+    fn names_are_unique_words_and_flags_reach_both_tools() {
+        for t in TRANSPORTS {
+            let names: Vec<&str> = t.pairs().iter().map(|p| p.name).collect();
+            for (i, n) in names.iter().enumerate() {
+                assert!(!n.contains(char::is_whitespace), "{n}");
+                assert!(!names[..i].contains(n), "{n} twice");
+            }
+        }
+        let cswap = Case {
+            transport: Transport::Verbs,
+            pair: VERBS_PAIRS[8],
+            size: 8,
+            qps: 1,
+        };
+        let inv = invocation(&cswap, Tool::Reference, Path::new("/p"), "rxe0", 7);
+        assert_eq!(inv.program, "ib_atomic_lat");
+        assert_eq!(
+            words(&inv.server),
+            [
+                "-d",
+                "rxe0",
+                "-n",
+                "2000",
+                "-F",
+                "-A",
+                "CMP_AND_SWAP",
+                "-p",
+                "7"
+            ]
+        );
+        let inv = invocation(&cswap, Tool::Ferrovia, Path::new("/p"), "rxe0", 7);
+        assert_eq!(
+            words(&inv.server),
+            [
+                "atomic_lat",
+                "-s",
+                "8",
+                "-n",
+                "2000",
+                "-p",
+                "7",
+                "-A",
+                "CMP_AND_SWAP"
+            ]
+        );
+        let list = Case {
+            pair: VERBS_PAIRS[6],
+            ..cswap
+        };
+        let inv = invocation(&list, Tool::Reference, Path::new("/p"), "rxe0", 7);
+        assert!(words(&inv.server).ends_with(&["-l", "64", "-p", "7"]));
+        assert_eq!(iterations(&list) % 64, 0);
+        let ucx = Case {
+            transport: Transport::UcxSm,
+            pair: UCX_PAIRS[5],
+            size: 8,
+            qps: 1,
+        };
+        let inv = invocation(&ucx, Tool::Reference, Path::new("/p"), "rxe0", 7);
+        assert!(words(&inv.server).windows(2).any(|w| w == ["-O", "1"]));
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn runs(records: &[Record], case: &Case, tool: Tool) -> Runs {
     let mut runs = Runs::default();
     for r in records.iter().filter(|r| {
         r.transport == case.transport
-            && r.test == case.pair.test
+            && r.test == case.pair.name
             && r.size == case.size
             && r.qps == case.qps
             && r.tool == tool
@@ -115,7 +115,7 @@ fn main_table(records: &[Record], device: &str, out: &mut String) {
                 out,
                 "| {} | {} | {} | {} | {unit} | {a} | {b} | {ratio} | {count} |",
                 transport_title(transport, device),
-                case.pair.test,
+                case.pair.name,
                 reference_name(transport, &case.pair),
                 size_name(case.size),
             );

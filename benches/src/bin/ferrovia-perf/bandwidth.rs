@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use ferrovia::prelude::*;
 use ferrovia::{
-    Gather, Node, NodeError, PeerReadWorkRequest, PeerReceiveWorkRequest, ReadWorkRequest,
-    ReceiveWorkRequest, RegisterOptions, Scatter, ScopedPendingWork, SendWorkRequest,
-    TransportError, WriteWorkRequest,
+    Gather, Node, NodeError, PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest,
+    ReadWorkRequest, ReceiveWorkRequest, RegisterOptions, Scatter, ScopedPendingWork,
+    SendWorkRequest, TransportError, WriteWorkRequest,
 };
 
 use crate::WAIT;
@@ -85,6 +85,11 @@ pub(crate) fn run(
     let opts = RegisterOptions::local()
         .allow_remote_write()
         .allow_remote_read();
+    let opts = if args.test == "atomic_bw" {
+        opts.allow_remote_atomic()
+    } else {
+        opts
+    };
     let target = node.registry().alloc(size, opts)?;
     let remotes = node.all_gather_remote(target.registration().remote()?, WAIT)?;
     let both = [0, 1];
@@ -100,6 +105,7 @@ pub(crate) fn run(
         }
         ("write_bw", _) => Some(write(node, size, args, remotes[0])?),
         ("read_bw", _) => Some(read(node, size, args, remotes[0])?),
+        ("atomic_bw", _) => Some(atomic(node, args, remotes[0])?),
         _ => Some(send(node, size, args)?),
     };
     let end = Instant::now();
@@ -242,6 +248,43 @@ fn read(
             }
         }
         Ok::<_, TransportError>((posted, peak.best))
+    })?;
+    Ok((ops, peak, start))
+}
+
+/// A ring of remote atomics on the server's word, `tx_depth` in flight,
+/// each result buffer reposted as its atomic completes.
+fn atomic(
+    node: &mut Node,
+    args: &Args,
+    remote: ferrovia::RemoteMemoryRegion,
+) -> Result<(usize, f64, Instant), NodeError> {
+    let slots = args.tx_depth.min(args.iters);
+    let mut ring = node.registry().alloc(slots * 8, RegisterOptions::local())?;
+    let kind = args.atomic;
+    let start = Instant::now();
+    let (ops, peak) = node.scope(|s| {
+        let (bytes, reg) = ring.split_mut();
+        let mut pending = VecDeque::new();
+        let mut posted = 0u64;
+        for chunk in bytes.chunks_mut(8) {
+            let wr = crate::atomic_request(kind, Scatter::new(reg, chunk)?, remote, posted)?;
+            pending.push_back(s.post_atomic(PeerAtomicWorkRequest::new(0, wr))?);
+            posted += 1;
+        }
+        let mut peak = Peak::new(8, args);
+        while let Some(h) = pending.pop_front() {
+            let done = h.spin_poll()?;
+            peak.completed(1);
+            if (posted as usize) < args.iters
+                && let Some(again) = done.into_scatter()
+            {
+                let wr = crate::atomic_request(kind, again, remote, posted)?;
+                pending.push_back(s.post_atomic(PeerAtomicWorkRequest::new(0, wr))?);
+                posted += 1;
+            }
+        }
+        Ok::<_, TransportError>((posted as usize, peak.best))
     })?;
     Ok((ops, peak, start))
 }

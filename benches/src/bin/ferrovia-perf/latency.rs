@@ -24,6 +24,7 @@ pub(crate) fn run(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>,
         "write_lat" => write(node, size, args)?,
         "read_lat" => read(node, size, args)?,
         "send_lat" => send(node, size, args)?,
+        "atomic_lat" => atomic(node, args)?,
         _ => barrier(node, args)?,
     };
     node.barrier(&[0, 1], WAIT)?;
@@ -159,6 +160,39 @@ fn read(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError
             let t = Instant::now();
             let wr = PeerReadWorkRequest::new(0, ReadWorkRequest::new(buf, remotes[0])?);
             let done = s.post_read(wr)?.spin_poll()?;
+            times.push(us(t));
+            buf = done
+                .into_scatter()
+                .ok_or(TransportError::Config("no buffer back".into()))?;
+        }
+        Ok::<_, TransportError>(())
+    })?;
+    crate::passive::release_server(node)?;
+    Ok(times)
+}
+
+/// Remote atomics on the server's word by the client, one at a time.
+fn atomic(node: &mut Node, args: &Args) -> Result<Vec<f64>, NodeError> {
+    let me = node.rank();
+    let word = node
+        .registry()
+        .alloc(8, RegisterOptions::local().allow_remote_atomic())?;
+    let remotes = node.all_gather_remote(word.registration().remote()?, WAIT)?;
+    let mut times = Vec::with_capacity(args.iters);
+    if me == 0 {
+        crate::passive::wait_for_client(node)?;
+        return Ok(times);
+    }
+    let mut result = node.registry().alloc(8, RegisterOptions::local())?;
+    let kind = args.atomic;
+    node.scope(|s| {
+        let mut buf = Scatter::of(&mut result)?;
+        for i in 0..args.iters as u64 {
+            let t = Instant::now();
+            let wr = crate::atomic_request(kind, buf, remotes[0], i)?;
+            let done = s
+                .post_atomic(PeerAtomicWorkRequest::new(0, wr))?
+                .spin_poll()?;
             times.push(us(t));
             buf = done
                 .into_scatter()

@@ -5,8 +5,13 @@
 //! ```text
 //! ferrovia-perf write_bw|read_bw|send_bw    [-s SIZE] [-n ITERS] [-t TX_DEPTH] [-q QPS] [-l POST_LIST] [-a] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf write_lat|read_lat|send_lat [-s SIZE] [-n ITERS] [-a] [-d DEV] [-p PORT] [SERVER]
+//! ferrovia-perf atomic_bw|atomic_lat        [-A FETCH_AND_ADD|CMP_AND_SWAP] [-n ITERS] [-t TX_DEPTH] [-d DEV] [-p PORT] [SERVER]
 //! ferrovia-perf barrier                     [-n ITERS] [-p PORT] [SERVER]
 //! ```
+//!
+//! `--async` runs the test through `ferrovia-async` (futures owning their
+//! buffers, waking from the transport's event fd), `--async-busy` the same
+//! busy-polling: set next to the scoped path's numbers.
 //!
 //! As with perftest, the process started without a server address is the
 //! server and the one given its address is the client; they meet through
@@ -15,6 +20,7 @@
 //! bytes, as in perftest.
 
 mod args;
+mod asynchronous;
 mod bandwidth;
 mod latency;
 mod passive;
@@ -28,6 +34,23 @@ use ferrovia::{ChannelBuilder, Node, NodeError};
 use crate::args::Args;
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// The `i`-th atomic of a run, into `result`: a fetch-and-add of 1, or a
+/// compare-and-swap of `i` for `i + 1` (it succeeds while the client is
+/// alone on the word, as in perftest's loop).
+fn atomic_request<'env>(
+    kind: args::AtomicKind,
+    result: ferrovia::Scatter<'env>,
+    word: ferrovia::RemoteMemoryRegion,
+    i: u64,
+) -> Result<ferrovia::AtomicWorkRequest<'env>, ferrovia::TransportError> {
+    match kind {
+        args::AtomicKind::FetchAndAdd => ferrovia::AtomicWorkRequest::fetch_add(result, word, 1),
+        args::AtomicKind::CmpAndSwap => {
+            ferrovia::AtomicWorkRequest::compare_swap(result, word, i, i + 1)
+        }
+    }
+}
 
 fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
     let port = usize::from(args.port) + qp;
@@ -104,6 +127,62 @@ fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
     Ok(())
 }
 
+/// The test through `ferrovia-async`.
+fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let node = connect(args, 0)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let bench = asynchronous::Bench::new(node, args)?;
+        let mode = if args.busy {
+            "async, busy polling"
+        } else {
+            "async"
+        };
+        if args.is_bandwidth() {
+            println!(
+                "ferrovia-perf {} ({mode}) on {}",
+                args.test,
+                bench.describe()
+            );
+            let mut rows = Vec::new();
+            for &size in &args.sizes {
+                rows.push((size, bench.bandwidth(size, args).await?));
+            }
+            if bench.rank() == 1 {
+                report::bw_header();
+                for (size, m) in rows.into_iter().filter_map(|(s, m)| m.map(|m| (s, m))) {
+                    let avg = m.bytes / (m.end - m.start).as_secs_f64() / report::MB;
+                    report::bw_row(size, args.iters, m.peak.max(avg), avg);
+                }
+            }
+            return Ok(());
+        }
+        let role = if bench.rank() == 0 {
+            "server"
+        } else {
+            "client"
+        };
+        println!(
+            "ferrovia-perf {} ({role}, {mode}) on {}",
+            args.test,
+            bench.describe()
+        );
+        report::lat_header();
+        let sizes: &[usize] = if args.test == "barrier" {
+            &[8]
+        } else {
+            &args.sizes
+        };
+        for &size in sizes {
+            let times = bench.latency(size.max(1), args).await?;
+            report::lat_row(if args.test == "barrier" { 0 } else { size }, times);
+        }
+        Ok(())
+    })
+}
+
 fn run(args: &Args) -> Result<(), NodeError> {
     if args.is_bandwidth() {
         println!("ferrovia-perf {} x{} QP", args.test, args.qps);
@@ -138,6 +217,15 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if args.asynchronous {
+        return match run_async(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferrovia-perf: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

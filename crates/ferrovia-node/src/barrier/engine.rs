@@ -114,8 +114,10 @@ enum Phase {
 
 /// One barrier, from entry to its result.
 #[derive(Debug)]
-pub(crate) struct Run<'p> {
-    peers: &'p [usize],
+pub(crate) struct Run {
+    /// Owned, so a run can outlive the caller's list (an async barrier
+    /// keeps it across polls).
+    peers: Vec<usize>,
     schedule: Schedule,
     fp: u64,
     started: Duration,
@@ -124,26 +126,26 @@ pub(crate) struct Run<'p> {
     phase: Phase,
 }
 
-impl<'p> Run<'p> {
+impl Run {
     /// Enters a barrier among `peers` (sorted, with this rank at position
     /// `at`) at time `now`: counts it for every pair it lists, whatever
     /// happens next.
     pub(crate) fn enter(
         st: &mut RankState,
         now: Duration,
-        peers: &'p [usize],
+        peers: &[usize],
         at: usize,
         algorithm: BarrierAlgorithm,
         timeout: Duration,
         query_wait: Duration,
-    ) -> Run<'p> {
+    ) -> Run {
         for &p in peers.iter().filter(|&&p| p != st.me) {
             if let Some(c) = st.pairs.get_mut(p) {
                 *c += 1;
             }
         }
         Run {
-            peers,
+            peers: peers.to_vec(),
             schedule: Schedule::new(algorithm, peers.len(), at),
             fp: word::fingerprint(peers, algorithm),
             started: now,
@@ -153,7 +155,7 @@ impl<'p> Run<'p> {
         }
     }
 
-    fn others(&self, me: usize) -> impl Iterator<Item = usize> + use<'p> {
+    fn others(&self, me: usize) -> impl Iterator<Item = usize> + '_ {
         self.peers.iter().copied().filter(move |&p| p != me)
     }
 

@@ -330,7 +330,7 @@ pub(super) fn simulate(cfg: &Config, scripts: &[Vec<Call>]) -> History {
     let mut world = World::new(cfg);
     let mut order_rng = Rng::new(cfg.seed ^ 0x5eed);
     let mut states: Vec<RankState> = (0..n).map(|r| RankState::new(r, n)).collect();
-    let mut runs: Vec<Option<(usize, Run<'_>)>> = (0..n).map(|_| None).collect();
+    let mut runs: Vec<Option<(usize, Run)>> = (0..n).map(|_| None).collect();
     let mut next = vec![0usize; n];
     loop {
         let finished = |r: usize| world.dead[r] || history.done[r].is_some();

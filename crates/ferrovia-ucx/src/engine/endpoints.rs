@@ -53,7 +53,10 @@ impl Engine {
                     for ep in eps {
                         self.close_ep(ep, true);
                     }
-                    return Err(crate::error::status_error("ucp_ep_create", s));
+                    return Err(UcxError::Endpoint {
+                        peer: j,
+                        source: Box::new(crate::error::status_error("ucp_ep_create", s)),
+                    });
                 }
             }
         }

@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     /// Posts that went through the command queue (tests).
     pub(crate) queued_posts: AtomicU64,
     pub(super) worker: AtomicPtr<ffi::ucp_worker>,
+    /// The transport's event fd, signalled on publication when armed.
+    pub(crate) events: crate::notify::Notifier,
 }
 
 impl Shared {
@@ -93,6 +95,7 @@ impl Shared {
             user_turned: AtomicBool::new(false),
             queued_posts: AtomicU64::new(0),
             worker: AtomicPtr::new(null_mut()),
+            events: crate::notify::Notifier::new(),
         }
     }
 
@@ -116,6 +119,7 @@ impl Shared {
     }
 
     pub(super) fn notify(&self) {
+        self.events.signal();
         if self.waiters.load(SeqCst) > 0 {
             let _g = self.lock.lock();
             self.cv.notify_all();
@@ -204,13 +208,22 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             // A user thread busy-polling drives progress itself. Stand back
             // without arming the worker: an armed worker would wake this
             // thread on every message and preempt the poller.
-            if shared.user_turned.swap(false, Relaxed) {
+            // Unless an event loop sleeps on the transport's event fd: it
+            // waits for this thread to publish.
+            if shared.user_turned.swap(false, Relaxed) && !shared.events.armed() {
                 thread::sleep(STAND_BACK);
                 last_activity = Instant::now();
                 continue;
             }
             let busy = {
-                let mut e = engine.lock();
+                // Never wait for the lock: whoever holds it is progressing
+                // (a user thread's turn marks itself, so the next look
+                // stands back). Parking here would make every unlock of a
+                // polling thread a system call to wake this one.
+                let Some(mut e) = engine.try_lock() else {
+                    thread::yield_now();
+                    continue;
+                };
                 let busy = e.turn();
                 if e.shutdown {
                     e.close_all();
@@ -224,7 +237,7 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             } else if last_activity.elapsed() < SPIN {
                 thread::yield_now();
             } else {
-                let efd = engine.lock().arm();
+                let efd = engine.try_lock().and_then(|mut e| e.arm());
                 if let Some(fd) = efd {
                     let mut p = libc::pollfd {
                         fd,

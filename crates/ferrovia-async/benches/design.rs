@@ -1,0 +1,242 @@
+//! What the async layer's design costs per operation, over a loopback
+//! transport that completes every operation at once (so only ferrovia's
+//! own work is measured): `cargo bench -p ferrovia-async --bench design`.
+//!
+//! - `engine`: an owned send posted, routed and taken, on the bare
+//!   engine (no lock);
+//! - `engine under a mutex`: the same with the lock the async layer takes
+//!   for each step (post, route, take);
+//! - `future (current thread)`: `Async::send(..).await`, busy polling, on
+//!   a current-thread runtime: the whole async path;
+//! - `hand-off to an engine task`: the alternative design, an engine
+//!   owned by one task that others reach through a channel and a oneshot,
+//!   on a two-thread runtime.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use ferrovia_async::{Async, AsyncConfig};
+use ferrovia_channel::{
+    ChannelConfig, ChannelCore, Completion, MultiChannel, OwnedBuf, OwnedOp, OwnedPoll, RecvOp,
+    ScopeTarget, SendOp, Transport, TransportResult,
+};
+use ferrovia_mr::{MrError, MrRegistry, RegisterOptions, RegisteredKeys, Registrar};
+use ferrovia_types::AccessFlags;
+use parking_lot::Mutex;
+
+const OPS: usize = 200_000;
+
+/// Completes every signalled op and receive at once, through a ring.
+struct Loopback {
+    ring: Box<[AtomicU64]>,
+    head: AtomicUsize,
+    tail: AtomicUsize,
+}
+
+impl Loopback {
+    fn new() -> Arc<Loopback> {
+        Arc::new(Loopback {
+            ring: (0..1024).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+        })
+    }
+
+    fn push(&self, wr_id: u64) {
+        let t = self.tail.load(Relaxed);
+        self.ring[t % self.ring.len()].store(wr_id, Relaxed);
+        self.tail.store(t + 1, Relaxed);
+    }
+}
+
+// SAFETY: touches no memory; reports each signalled op and each receive
+// once, in posting order, never more than were posted (the ring holds 4x
+// the depth); depths are constant. One thread at a time uses it (the
+// engine's lock, or one thread).
+unsafe impl Transport for Loopback {
+    fn peers(&self) -> usize {
+        1
+    }
+    fn send_depth(&self, _: usize) -> u32 {
+        256
+    }
+    fn recv_depth(&self, _: usize) -> u32 {
+        0
+    }
+    fn max_inline(&self, _: usize) -> u32 {
+        0
+    }
+    unsafe fn post_send(&self, _: usize, ops: &[SendOp]) -> TransportResult<()> {
+        for op in ops.iter().filter(|o| o.signaled) {
+            self.push(op.wr_id);
+        }
+        Ok(())
+    }
+    unsafe fn post_recv(&self, _: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        for op in ops {
+            self.push(op.wr_id);
+        }
+        Ok(())
+    }
+    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
+        let (h, t) = (self.head.load(Relaxed), self.tail.load(Relaxed));
+        let n = (t - h).min(out.len());
+        for (i, o) in out[..n].iter_mut().enumerate() {
+            *o = Completion {
+                wr_id: self.ring[(h + i) % self.ring.len()].load(Relaxed),
+                ..Completion::default()
+            };
+        }
+        self.head.store(h + n, Relaxed);
+        Ok(n)
+    }
+    fn wait(&self, out: &mut [Completion], _: Duration) -> TransportResult<usize> {
+        self.poll(out)
+    }
+    fn flush(&self, _: usize) -> TransportResult<()> {
+        Ok(())
+    }
+}
+
+struct Keys(AccessFlags);
+
+// SAFETY: fixed keys reporting the asked-for access; nothing uses them.
+unsafe impl RegisteredKeys for Keys {
+    fn lkey(&self) -> u32 {
+        1
+    }
+    fn rkey(&self) -> u32 {
+        1
+    }
+    fn access(&self) -> AccessFlags {
+        self.0
+    }
+}
+
+struct NoDevice;
+
+// SAFETY: never allocates; reports exactly the asked-for access.
+unsafe impl Registrar for NoDevice {
+    unsafe fn register(
+        &self,
+        _: *mut u8,
+        _: usize,
+        _: Option<u64>,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        Ok(Box::new(Keys(access)))
+    }
+}
+
+fn channel() -> MultiChannel {
+    MultiChannel::over(
+        Loopback::new(),
+        MrRegistry::with_registrar(NoDevice),
+        ChannelConfig::default(),
+    )
+}
+
+fn report(what: &str, took: Duration) {
+    println!(
+        "{what:<34} {:>8.1} ns/op",
+        took.as_nanos() as f64 / OPS as f64
+    );
+}
+
+/// One owned send through `core`: post, route, take; the buffer back.
+fn round_trip(core: &ChannelCore, buf: OwnedBuf) -> OwnedBuf {
+    let t = match core.try_post_owned(OwnedOp::send(0, buf, 0..8), None) {
+        Ok(t) => t,
+        Err(e) => panic!("refused: {e:?}"),
+    };
+    core.progress().expect("loopback poll");
+    match core.poll_owned(t, Waker::noop()) {
+        OwnedPoll::Ready(_, buf) => buf,
+        other => panic!("not complete: {other:?}"),
+    }
+}
+
+fn main() {
+    let ch = channel();
+    let mut buf = OwnedBuf::Plain(
+        ch.registry()
+            .register_buffer(vec![0u8; 8], RegisterOptions::local())
+            .unwrap(),
+    );
+    let start = Instant::now();
+    for _ in 0..OPS {
+        buf = round_trip(ch.core(), buf);
+    }
+    report("engine", start.elapsed());
+
+    let locked = Mutex::new(ch);
+    let start = Instant::now();
+    for _ in 0..OPS {
+        // Post, route and take each under the lock, as the layer does.
+        let t = locked
+            .lock()
+            .core()
+            .try_post_owned(OwnedOp::send(0, buf, 0..8), None)
+            .expect("posted");
+        locked.lock().core().progress().expect("loopback poll");
+        buf = match locked.lock().core().poll_owned(t, Waker::noop()) {
+            OwnedPoll::Ready(_, b) => b,
+            other => panic!("not complete: {other:?}"),
+        };
+    }
+    report("engine under a mutex", start.elapsed());
+    drop(black_box(buf));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let took = rt.block_on(async {
+        let a = Async::with_config(channel(), AsyncConfig::default().busy_poll()).unwrap();
+        let mut b = a
+            .registry()
+            .register_buffer(vec![0u8; 8], RegisterOptions::local())
+            .unwrap();
+        let start = Instant::now();
+        for _ in 0..OPS {
+            b = a.send(0, b).await.expect("loopback send").into_buf();
+        }
+        start.elapsed()
+    });
+    report("future (current thread)", took);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let took = rt.block_on(async {
+        type Reply = tokio::sync::oneshot::Sender<OwnedBuf>;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(OwnedBuf, Reply)>(64);
+        let engine = tokio::spawn(async move {
+            let ch = channel();
+            while let Some((buf, reply)) = rx.recv().await {
+                let _ = reply.send(round_trip(ch.core(), buf));
+            }
+        });
+        let reg = MrRegistry::with_registrar(NoDevice);
+        let mut buf = OwnedBuf::Plain(
+            reg.register_buffer(vec![0u8; 8], RegisterOptions::local())
+                .unwrap(),
+        );
+        let start = Instant::now();
+        for _ in 0..OPS {
+            let (rtx, rrx) = tokio::sync::oneshot::channel();
+            tx.send((buf, rtx)).await.expect("engine task");
+            buf = rrx.await.expect("engine reply");
+        }
+        let took = start.elapsed();
+        drop(tx);
+        engine.await.unwrap();
+        took
+    });
+    report("hand-off to an engine task", took);
+}

@@ -1,0 +1,235 @@
+//! A barrier run step by step outside any scope: what an async runtime
+//! polls (`ferrovia-async`). The same state machine as the scoped barrier
+//! (`engine`), over a fabric whose signal writes are owned requests
+//! holding the sync region's source words, so no scope (whose drain would
+//! settle every request of the engine) is opened.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Release;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ferrovia_channel::{
+    OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, ScopeTarget, TransportError,
+};
+use ferrovia_types::WcStatus;
+
+use super::engine::{Fabric, Landed, Run};
+use super::{QUERY_WAIT, validate};
+use crate::error::BarrierError;
+use crate::node::Node;
+
+/// A barrier in progress, started with [`Node::start_barrier`] and driven
+/// by [`BarrierTask::poll`] until it is ready; end it early with
+/// [`BarrierTask::cancel`] (its signal writes then complete on their own).
+///
+/// Each poll advances as far as it can without waiting. Peers' signals are
+/// RDMA writes into this rank's memory, which raise no event here, so the
+/// caller polls again on its own schedule (an async runtime: at once a
+/// few times, then on a timer); the barrier's own deadline and query
+/// window bound it as in [`NodeScope::barrier`](crate::NodeScope::barrier).
+#[derive(Debug)]
+pub struct BarrierTask {
+    run: Run,
+    writes: Vec<(usize, OwnedTicket)>,
+    origin: Instant,
+}
+
+impl Node {
+    /// Enters a barrier among `peers` (sorted, containing this rank; see
+    /// [`NodeScope::barrier`](crate::NodeScope::barrier) for the rules and
+    /// errors). Counts it for every listed pair at once, as the scoped
+    /// barrier does.
+    pub fn start_barrier(
+        &self,
+        peers: &[usize],
+        timeout: Duration,
+    ) -> Result<BarrierTask, BarrierError> {
+        let at = validate(peers, self.rank(), self.world_size())?;
+        let origin = Instant::now();
+        let run = Run::enter(
+            &mut self.barrier_state().borrow_mut(),
+            Duration::ZERO,
+            peers,
+            at,
+            self.algorithm(),
+            timeout,
+            QUERY_WAIT,
+        );
+        Ok(BarrierTask {
+            run,
+            writes: Vec::new(),
+            origin,
+        })
+    }
+}
+
+impl BarrierTask {
+    /// Advances the barrier on `node` (the node that started it) as far as
+    /// it can without waiting.
+    pub fn poll(&mut self, node: &Node) -> Poll<Result<(), BarrierError>> {
+        let mut fabric = OwnedFabric {
+            node,
+            writes: &mut self.writes,
+            origin: self.origin,
+        };
+        let result = self
+            .run
+            .poll(&mut node.barrier_state().borrow_mut(), &mut fabric, true);
+        if result.is_ready() {
+            self.settle(node);
+        }
+        result
+    }
+
+    /// Stops polling: the signal writes still outstanding complete on their
+    /// own (the engine holds their source until then). The barrier counts
+    /// as entered, like one that failed.
+    pub fn cancel(mut self, node: &Node) {
+        self.settle(node);
+    }
+
+    fn settle(&mut self, node: &Node) {
+        for (_, t) in self.writes.drain(..) {
+            node.core().abandon_owned(t);
+        }
+    }
+}
+
+/// The barrier's fabric over owned writes.
+struct OwnedFabric<'a> {
+    node: &'a Node,
+    writes: &'a mut Vec<(usize, OwnedTicket)>,
+    origin: Instant,
+}
+
+impl OwnedFabric<'_> {
+    /// Posts a write of source bytes `src_at..+8` into `to`'s exposed
+    /// region at `dst_at`; the engine holds the source until it completes.
+    fn write(
+        &mut self,
+        to: usize,
+        src_at: usize,
+        dst_at: u64,
+    ) -> Result<OwnedTicket, TransportError> {
+        let sync = self.node.sync();
+        let dst = sync
+            .remote
+            .get(to)
+            .ok_or(TransportError::NoSuchPeer {
+                peer: to,
+                count: sync.remote.len(),
+            })?
+            .sub_region(dst_at, 8)?;
+        let op = OwnedOp::write(
+            to,
+            OwnedBuf::PeerWritableArc(Arc::clone(&sync.src)),
+            src_at..src_at + 8,
+            dst,
+        );
+        let core = self.node.core();
+        match core.try_post_owned(op, None) {
+            Ok(t) => Ok(t),
+            Err(Refused::Failed(e, _)) => Err(e),
+            // A full send queue: completions may free room at once; a queue
+            // that stays full fails this signal (the barrier then queries).
+            Err(Refused::Full(op)) => {
+                core.progress()?;
+                match core.try_post_owned(op, None) {
+                    Ok(t) => Ok(t),
+                    Err(Refused::Failed(e, _)) => Err(e),
+                    Err(Refused::Full(_)) => Err(TransportError::QueueFull {
+                        queue: "send",
+                        peer: to,
+                        depth: 0,
+                        after: Duration::ZERO,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl Fabric for OwnedFabric<'_> {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn signal(&mut self, to: usize, slot: usize, word: u64) -> Result<(), TransportError> {
+        let node = self.node;
+        let sync = node.sync();
+        let (src, at) = sync
+            .signal_src(to, slot)
+            .ok_or(TransportError::NoSuchPeer {
+                peer: to,
+                count: node.world_size(),
+            })?;
+        src.store(word, Release);
+        let t = self.write(to, at, sync.signal_offset(node.rank(), slot))?;
+        self.writes.push((to, t));
+        Ok(())
+    }
+
+    fn signal_slot(&self, from: usize, slot: usize) -> u64 {
+        self.node.sync().signal_word(from, slot)
+    }
+
+    fn send_query(&mut self, to: usize, id: u64) {
+        let node = self.node;
+        let sync = node.sync();
+        if let Some((src, at)) = sync.query_src() {
+            src.store(id, Release);
+            // Best effort: a rank that cannot be asked does not answer.
+            if let Ok(t) = self.write(to, at, sync.query_offset(node.rank())) {
+                node.core().abandon_owned(t);
+            }
+        }
+    }
+
+    fn query_slot(&self, from: usize) -> u64 {
+        self.node.sync().query_word(from)
+    }
+
+    fn send_answer(&mut self, to: usize, word: u64) {
+        let node = self.node;
+        let sync = node.sync();
+        if let Some((src, at)) = sync.answer_src(to) {
+            src.store(word, Release);
+            // Best effort: a rank that cannot be answered is gone.
+            if let Ok(t) = self.write(to, at, sync.answer_offset(node.rank())) {
+                node.core().abandon_owned(t);
+            }
+        }
+    }
+
+    fn answer_slot(&self, from: usize) -> u64 {
+        self.node.sync().answer_word(from)
+    }
+
+    fn is_broken(&self, peer: usize) -> bool {
+        self.node.core().is_broken(peer)
+    }
+
+    fn give_up(&mut self, peer: usize) {
+        let _ = self.node.core().flush_peer(peer);
+    }
+
+    fn progress(&mut self) -> Result<(), TransportError> {
+        self.node.core().progress().map(drop)
+    }
+
+    fn landed(&mut self) -> Landed {
+        let core = self.node.core();
+        while let Some((to, t)) = self.writes.pop() {
+            match core.poll_owned(t, Waker::noop()) {
+                OwnedPoll::Ready(c, _) if c.status == WcStatus::SUCCESS => {}
+                OwnedPoll::Ready(..) | OwnedPoll::Gone => return Landed::Failed(to),
+                OwnedPoll::Pending(t) => {
+                    self.writes.push((to, t));
+                    return Landed::Waiting(to);
+                }
+            }
+        }
+        Landed::All
+    }
+}
