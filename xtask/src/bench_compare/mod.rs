@@ -375,13 +375,7 @@ fn measure(
     let inv = plan::invocation(case, tool, s.perf, s.device, port);
     let outcome = match pair::run(&inv, s.limits)? {
         Ok(ran) => {
-            let value = parse::value(
-                case.transport,
-                tool,
-                case.pair.kind,
-                case.size,
-                &ran.client_stdout,
-            );
+            let value = parse::value(case, tool, &ran.client_stdout);
             match value {
                 Some(value) => Outcome::Measured {
                     value,

@@ -26,6 +26,9 @@ pub(crate) struct Pair {
     /// Requests per post list (`-l`): perftest wants iterations that are
     /// a multiple of it.
     pub(crate) list: usize,
+    /// The reference is `ferrovia-perf` itself on the scoped path (with
+    /// `theirs`), and ours its `--async` path: issue 18's ratios.
+    pub(crate) scoped_reference: bool,
 }
 
 const fn pair(test: &'static str, reference: &'static str, kind: Kind) -> Pair {
@@ -39,8 +42,79 @@ const fn pair(test: &'static str, reference: &'static str, kind: Kind) -> Pair {
         sizes: &SIZES,
         sized: true,
         list: 1,
+        scoped_reference: false,
     }
 }
+
+/// `test` through ferrovia-async with `mode` (`--async`: futures woken by
+/// the transport's event fd; `--async-busy`: busy polling) next to the
+/// same test on the scoped path, at `sizes`.
+const fn async_path(
+    name: &'static str,
+    test: &'static str,
+    kind: Kind,
+    mode: &'static [&'static str],
+    sizes: &'static [usize],
+) -> Pair {
+    Pair {
+        name,
+        ours: mode,
+        sizes,
+        scoped_reference: true,
+        ..pair(test, SCOPED, kind)
+    }
+}
+
+/// The reference's name in the async pairs.
+pub(crate) const SCOPED: &str = "ferrovia-perf (scoped)";
+/// Latency of the async path is compared at 8 B, bandwidth from 4 KiB
+/// (issue 18's goals).
+const ASYNC_LAT_SIZES: &[usize] = &[8];
+const ASYNC_BW_SIZES: &[usize] = &[4 << 10, 64 << 10, 1 << 20];
+
+const SLEEPING: &[&str] = &["--async"];
+const BUSY: &[&str] = &["--async-busy"];
+
+/// The async path next to the scoped path, on every transport. The
+/// scoped latency tests spin, so the like-for-like latency is the busy
+/// polling one; `send_lat:async` prices sleeping in the kernel.
+const ASYNC_PAIRS: [Pair; 5] = [
+    async_path(
+        "send_lat:async-busy",
+        "send_lat",
+        Kind::Latency,
+        BUSY,
+        ASYNC_LAT_SIZES,
+    ),
+    async_path(
+        "write_lat:async-busy",
+        "write_lat",
+        Kind::Latency,
+        BUSY,
+        ASYNC_LAT_SIZES,
+    ),
+    async_path(
+        "send_lat:async",
+        "send_lat",
+        Kind::Latency,
+        SLEEPING,
+        ASYNC_LAT_SIZES,
+    ),
+    async_path(
+        "write_bw:async",
+        "write_bw",
+        Kind::Bandwidth,
+        SLEEPING,
+        ASYNC_BW_SIZES,
+    ),
+    async_path(
+        "send_bw:async",
+        "send_bw",
+        Kind::Bandwidth,
+        SLEEPING,
+        ASYNC_BW_SIZES,
+    ),
+];
 
 /// An atomic test (8-byte words only): `name`, the reference, and the
 /// flags that pick the operation on each side.
@@ -63,6 +137,7 @@ const fn atomic(
         sizes: &[8],
         sized,
         list: 1,
+        scoped_reference: false,
     }
 }
 
@@ -74,8 +149,8 @@ const ONE_OUTSTANDING: &[&str] = &["-O", "1"];
 
 /// Verbs: each test next to the perftest program of the same name; the
 /// 8 B message rate with post lists of 64 (ferrovia's per-request cost
-/// near a real `ibv_post_send`); the atomics.
-pub(crate) const VERBS_PAIRS: [Pair; 11] = [
+/// near a real `ibv_post_send`); the atomics; the async path.
+pub(crate) const VERBS_PAIRS: [Pair; 16] = [
     pair("write_bw", "ib_write_bw", Kind::Bandwidth),
     pair("write_lat", "ib_write_lat", Kind::Latency),
     pair("read_bw", "ib_read_bw", Kind::Bandwidth),
@@ -126,12 +201,17 @@ pub(crate) const VERBS_PAIRS: [Pair; 11] = [
         CSWAP,
         false,
     ),
+    ASYNC_PAIRS[0],
+    ASYNC_PAIRS[1],
+    ASYNC_PAIRS[2],
+    ASYNC_PAIRS[3],
+    ASYNC_PAIRS[4],
 ];
 
 /// UCX: RDMA write is a UCP put, send/receive a tagged message, RDMA read
 /// a UCP get, the atomics UCP's fetching atomics (ferrovia's fetch-and-add
-/// always fetches, so `ucp_add` is not its match).
-pub(crate) const UCX_PAIRS: [Pair; 9] = [
+/// always fetches, so `ucp_add` is not its match); the async path.
+pub(crate) const UCX_PAIRS: [Pair; 14] = [
     pair("write_bw", "ucp_put_bw", Kind::Bandwidth),
     pair("write_lat", "ucp_put_lat", Kind::Latency),
     pair("read_bw", "ucp_get", Kind::Bandwidth),
@@ -173,4 +253,9 @@ pub(crate) const UCX_PAIRS: [Pair; 9] = [
         &[],
         true,
     ),
+    ASYNC_PAIRS[0],
+    ASYNC_PAIRS[1],
+    ASYNC_PAIRS[2],
+    ASYNC_PAIRS[3],
+    ASYNC_PAIRS[4],
 ];

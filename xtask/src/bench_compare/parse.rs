@@ -10,7 +10,7 @@
 //! message for the bandwidth tests); bandwidth average and overall (MB/s,
 //! MB = 2^20 bytes); message rate average and overall.
 
-use super::plan::{Kind, Tool, Transport};
+use super::plan::{Case, Kind, Tool, Transport};
 
 /// The numbers of the line for message size `size` after perftest's
 /// ` #bytes` header; `None` without a header or such a line.
@@ -63,16 +63,15 @@ pub(crate) fn ucx_perftest_value(lines: &[String], kind: Kind) -> Option<f64> {
 }
 
 /// The number that counts in the client's output of `tool`.
-pub(crate) fn value(
-    transport: Transport,
-    tool: Tool,
-    kind: Kind,
-    size: usize,
-    lines: &[String],
-) -> Option<f64> {
-    match (tool, transport) {
-        (Tool::Reference, Transport::UcxTcp | Transport::UcxSm) => ucx_perftest_value(lines, kind),
-        _ => perftest_value(lines, size, kind),
+/// (`ferrovia-perf` prints perftest's columns; it is the reference of
+/// the async pairs.)
+pub(crate) fn value(case: &Case, tool: Tool, lines: &[String]) -> Option<f64> {
+    let kind = case.pair.kind;
+    match (tool, case.transport) {
+        (Tool::Reference, Transport::UcxTcp | Transport::UcxSm) if !case.pair.scoped_reference => {
+            ucx_perftest_value(lines, kind)
+        }
+        _ => perftest_value(lines, case.size, kind),
     }
 }
 
@@ -253,12 +252,27 @@ mod tests {
         assert_eq!(ucx_perftest_value(&prefixed, Kind::Latency), Some(1.5));
         assert_eq!(ucx_perftest_row(&lines("Waiting for connection...")), None);
         assert_eq!(ucx_perftest_row(&lines("1 2 3 4 5 6 7")), None);
-        let v = value(Transport::UcxTcp, Tool::Reference, Kind::Bandwidth, 8, &out);
-        assert_eq!(v, Some(284.53));
-        let v = value(Transport::UcxTcp, Tool::Ferrovia, Kind::Bandwidth, 8, &out);
+        let case = |pair| Case {
+            transport: Transport::UcxTcp,
+            pair,
+            size: 8,
+            qps: 1,
+        };
+        let write_bw = case(super::super::plan::UCX_PAIRS[0]);
+        assert_eq!(value(&write_bw, Tool::Reference, &out), Some(284.53));
         assert_eq!(
-            v, None,
+            value(&write_bw, Tool::Ferrovia, &out),
+            None,
             "ferrovia-perf prints perftest columns, even over UCX"
+        );
+        let scoped = super::super::plan::UCX_PAIRS
+            .into_iter()
+            .find(|p| p.scoped_reference)
+            .unwrap();
+        assert_eq!(
+            value(&case(scoped), Tool::Reference, &out),
+            None,
+            "the scoped reference of an async pair is ferrovia-perf"
         );
     }
 

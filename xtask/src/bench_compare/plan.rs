@@ -227,26 +227,28 @@ pub(crate) fn invocation(
     let size = case.size.to_string();
     let port_arg = port.to_string();
     let mut env = Vec::new();
-    let (program, server): (OsString, Vec<String>) = match tool {
-        Tool::Ferrovia => {
-            let mut args = vec![case.pair.test.to_string()];
-            args.extend(["-s", &size, "-n", &iters, "-p", &port_arg].map(String::from));
-            args.extend(case.pair.ours.iter().map(|a| a.to_string()));
-            if case.qps > 1 {
-                args.extend(["-q".to_string(), case.qps.to_string()]);
-            }
-            match case.transport.ucx_tls() {
-                None => {
-                    env.push(("FERROVIA_BACKEND".into(), "verbs".into()));
-                    env.push(("FERROVIA_DEVICE".into(), device.into()));
-                }
-                Some(tls) => {
-                    env.push(("FERROVIA_BACKEND".into(), "ucx".into()));
-                    env.push(("UCX_TLS".into(), tls.into()));
-                }
-            }
-            (perf.as_os_str().to_owned(), args)
+    let ferrovia = |flags: &[&str], env: &mut Vec<(String, String)>| {
+        let mut args = vec![case.pair.test.to_string()];
+        args.extend(["-s", &size, "-n", &iters, "-p", &port_arg].map(String::from));
+        args.extend(flags.iter().map(|a| a.to_string()));
+        if case.qps > 1 {
+            args.extend(["-q".to_string(), case.qps.to_string()]);
         }
+        match case.transport.ucx_tls() {
+            None => {
+                env.push(("FERROVIA_BACKEND".into(), "verbs".into()));
+                env.push(("FERROVIA_DEVICE".into(), device.into()));
+            }
+            Some(tls) => {
+                env.push(("FERROVIA_BACKEND".into(), "ucx".into()));
+                env.push(("UCX_TLS".into(), tls.into()));
+            }
+        }
+        (perf.as_os_str().to_owned(), args)
+    };
+    let (program, server): (OsString, Vec<String>) = match tool {
+        Tool::Ferrovia => ferrovia(case.pair.ours, &mut env),
+        Tool::Reference if case.pair.scoped_reference => ferrovia(case.pair.theirs, &mut env),
         Tool::Reference => match case.transport.ucx_tls() {
             None => {
                 let mut args: Vec<String> = vec!["-d".into(), device.into()];
@@ -280,7 +282,8 @@ pub(crate) fn invocation(
         },
     };
     let mut client = server.clone();
-    if tool == Tool::Reference && case.transport.ucx_tls().is_some() {
+    if tool == Tool::Reference && !case.pair.scoped_reference && case.transport.ucx_tls().is_some()
+    {
         // ucx_perftest takes the server's address first.
         client.insert(0, LOOPBACK.into());
     } else {
@@ -309,8 +312,10 @@ mod tests {
 
     #[test]
     fn every_transport_has_its_cells() {
-        assert_eq!(cases(Transport::Verbs).len(), 6 * 4 + 1 + 4 + 3);
-        assert_eq!(cases(Transport::UcxTcp).len(), 5 * 4 + 4);
+        // Six pairs at four sizes, the list row, four atomics, the async
+        // latencies at 8 B (two busy, one sleeping) and bandwidths at three sizes, the QP row.
+        assert_eq!(cases(Transport::Verbs).len(), 6 * 4 + 1 + 4 + 3 + 2 * 3 + 3);
+        assert_eq!(cases(Transport::UcxTcp).len(), 5 * 4 + 4 + 3 + 2 * 3);
         assert!(cases(Transport::UcxSm).iter().all(|c| c.qps == 1));
         for t in TRANSPORTS {
             assert_eq!(Transport::from_key(t.key()), Some(t));
@@ -321,6 +326,45 @@ mod tests {
         assert_eq!(Tool::from_key("reference"), Some(Tool::Reference));
         assert_eq!(Tool::order(1), [Tool::Ferrovia, Tool::Reference]);
         assert_eq!(Tool::order(2), [Tool::Reference, Tool::Ferrovia]);
+    }
+
+    #[test]
+    fn an_async_pair_runs_ferrovia_perf_on_both_paths() {
+        let pair = UCX_PAIRS
+            .into_iter()
+            .find(|p| p.name == "send_lat:async-busy")
+            .unwrap();
+        let case = Case {
+            transport: Transport::UcxSm,
+            pair,
+            size: 8,
+            qps: 1,
+        };
+        let ours = invocation(&case, Tool::Ferrovia, Path::new("/p"), "rxe0", 7);
+        let scoped = invocation(&case, Tool::Reference, Path::new("/p"), "rxe0", 9);
+        assert_eq!(
+            (ours.program.as_os_str(), scoped.program.as_os_str()),
+            ("/p".as_ref(), "/p".as_ref())
+        );
+        assert_eq!(
+            words(&ours.server),
+            [
+                "send_lat",
+                "-s",
+                "8",
+                "-n",
+                "10000",
+                "-p",
+                "7",
+                "--async-busy"
+            ]
+        );
+        assert_eq!(
+            words(&scoped.server),
+            ["send_lat", "-s", "8", "-n", "10000", "-p", "9"]
+        );
+        assert_eq!(words(&scoped.client).last(), Some(&LOOPBACK));
+        assert!(scoped.env.contains(&("UCX_TLS".into(), "sm,self".into())));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub(crate) fn transport_title(transport: Transport, device: &str) -> String {
 /// The reference tool's name in a table header.
 fn reference_name(transport: Transport, pair: &Pair) -> String {
     match transport {
+        _ if pair.scoped_reference => pair.reference.to_string(),
         Transport::Verbs => pair.reference.to_string(),
         Transport::UcxTcp | Transport::UcxSm => format!("ucx_perftest -t {}", pair.reference),
     }
@@ -209,7 +210,10 @@ pub(crate) fn tables(records: &[Record], device: &str) -> String {
          ferrovia+reference), the two tools alternating. Bandwidth: average MB/s \
          (MB = 2^20 bytes), higher is better. Latency: typical (median) one-way µs, \
          half the round trip, lower is better. ferrovia/reference is the ratio of the \
-         medians: above 1 is better for bandwidth, below 1 for latency.\n",
+         medians: above 1 is better for bandwidth, below 1 for latency. The `:async` and \
+         `:async-busy` rows set ferrovia-async (`ferrovia-perf --async`, futures woken by the \
+         transport's event fd, or `--async-busy`, busy polling) next to ferrovia's own \
+         scoped path: there the reference is ferrovia-perf without the flag.\n",
         plan::REPS
     );
     main_table(records, device, &mut out);
