@@ -103,7 +103,8 @@ struct Cli {
     async_busy: bool,
     /// perftest's rdma_cm mode: connect through the RDMA connection
     /// manager and exchange perftest's messages, so the other side may be
-    /// `ib_write_bw -R` or `ib_send_bw -R` (write_bw and send_bw, one size).
+    /// `ib_write_bw -R` or `ib_send_bw -R` (write_bw and send_bw, one size,
+    /// one QP; the device is the one the address routes to, not -d).
     #[arg(short = 'R', long = "rdma_cm")]
     rdma_cm: bool,
 }
