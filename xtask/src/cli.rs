@@ -14,7 +14,7 @@ use crate::failure::Result;
 use crate::vm::{Accel, VmOptions};
 use crate::{
     bench, bench_compare, demo, deps, device_tests, layering, ranks, softroce, test_suite,
-    two_host, vm,
+    two_host, two_host_by_address, vm,
 };
 
 /// ferrovia's project automation.
@@ -125,6 +125,10 @@ enum Command {
     /// Only the two-host test of `test` (builds ferrovia-rank first).
     #[command(hide = true)]
     TwoHost,
+    /// Only the two-host connection-by-address test of `test` (builds the
+    /// accept_clients example first).
+    #[command(hide = true)]
+    TwoHostByAddress,
 }
 
 /// The arguments of `cargo xtask vm`.
@@ -269,6 +273,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         } => bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), transports),
         Command::Layering => layering::command(),
         Command::TwoHost => two_host::command(),
+        Command::TwoHostByAddress => two_host_by_address::command(),
     }
 }
 

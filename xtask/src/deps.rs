@@ -31,7 +31,9 @@ pub(crate) const ALL: &[&str] = &[
 
 /// What `cargo xtask vm` needs: qemu, the initramfs userland, depmod and
 /// modprobe for the extracted kernel, xz for vmlinux, and the user-space half
-/// of rxe plus `ip`/`rdma`, which the guest runs from the host's filesystem.
+/// of rxe plus `ip`/`rdma`, which the guest runs from the host's filesystem;
+/// with the C peers the interop device tests start there (rdmacm-utils'
+/// `rdma_server`, `rdma_client` and `rping`; perftest).
 pub(crate) const VM: &[&str] = &[
     "qemu-system-x86",
     "busybox-static",
@@ -41,6 +43,8 @@ pub(crate) const VM: &[&str] = &[
     "rdma-core",
     "ibverbs-providers",
     "ibverbs-utils",
+    "rdmacm-utils",
+    "perftest",
 ];
 
 /// What `cargo xtask softroce` needs on a host with its own rdma_rxe.

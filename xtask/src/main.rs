@@ -27,6 +27,7 @@ mod test_suite;
 #[cfg(test)]
 mod tidy;
 mod two_host;
+mod two_host_by_address;
 mod vm;
 mod without_rdma_core;
 mod workspace;

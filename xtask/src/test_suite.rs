@@ -1,8 +1,9 @@
 //! `cargo xtask test [-- CARGO_TEST_ARGS [-- TEST_ARGS]]`: the project's
 //! whole test run, as README and CI use it: packages, layering, host tests,
 //! the device tests on a real or VM-provided RDMA device, then the two-host
-//! RoCE test in a pair of VMs (see [`two_host`]). It ends with two lines,
-//! the last one `ferrovia: N passed, M failed` for CI.
+//! tests in a pair of VMs (see [`two_host`] and [`two_host_by_address`]).
+//! It ends with two lines, the last one `ferrovia: N passed, M failed` for
+//! CI.
 //!
 //! `cargo xtask ci [...]`: rustfmt, clippy and rustdoc checks, then the same.
 
@@ -18,7 +19,9 @@ use crate::cargo_artifacts::{self, RANK};
 use crate::device_tests::{self, TestBinary};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
-use crate::{cmd, deps, layering, libtest, two_host, without_rdma_core, workspace};
+use crate::{
+    cmd, deps, layering, libtest, two_host, two_host_by_address, without_rdma_core, workspace,
+};
 
 /// Which subcommand runs the suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,12 +127,13 @@ struct Steps {
 }
 
 impl Steps {
-    /// deps, layering, host tests, bench builds, device tests, two-host
-    /// test (plus the CI checks).
+    /// deps, layering, host tests, bench builds, device tests, without
+    /// rdma-core, the two-host test and the two-host connection by
+    /// address (plus the CI checks).
     fn total(&self) -> usize {
         match self.mode {
-            Mode::Test => 7,
-            Mode::Ci => 7 + CHECKS.len(),
+            Mode::Test => 8,
+            Mode::Ci => 8 + CHECKS.len(),
         }
     }
 
@@ -240,9 +244,13 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
         counts.two_host_skipped = true;
         return Ok(());
     }
-    let (tally, result) = two_host::run(built.rank_program.as_deref());
+    let (tally, exchange) = two_host::run(built.rank_program.as_deref());
     counts.two_host = tally;
-    result
+
+    steps.next(two_host_by_address::TITLE);
+    let (tally, by_address) = two_host_by_address::run(built.accept_clients.as_deref());
+    counts.two_host += tally;
+    exchange.and(by_address)
 }
 
 /// `--workspace`, unless the caller picked packages (`-p X`), which cargo
@@ -262,6 +270,9 @@ struct Built {
     /// `ferrovia-rank` (integration tests of ferrovia-node run it, so cargo
     /// builds it with them), for the two-host test.
     rank_program: Option<PathBuf>,
+    /// The `accept_clients` example (cargo builds examples for tests), for
+    /// the two-host connection-by-address test.
+    accept_clients: Option<PathBuf>,
 }
 
 /// Builds the test executables (`cargo test --no-run`) and lists them.
@@ -276,6 +287,14 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     let rank_program = built
         .iter()
         .find(|e| !e.is_test && e.target_name == RANK.name() && e.kinds.contains(&TargetKind::Bin))
+        .map(|e| e.path.clone());
+    let accept_clients = built
+        .iter()
+        .find(|e| {
+            !e.is_test
+                && e.target_name == two_host_by_address::EXAMPLE.name()
+                && e.kinds.contains(&TargetKind::Example)
+        })
         .map(|e| e.path.clone());
     let tests: Vec<TestBinary> = built
         .into_iter()
@@ -293,6 +312,7 @@ fn build_device_tests(cargo_args: &[OsString]) -> Result<Built> {
     Ok(Built {
         tests,
         rank_program,
+        accept_clients,
     })
 }
 
@@ -414,7 +434,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            10
+            11
         );
         assert_eq!(
             Steps {
@@ -422,7 +442,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            7
+            8
         );
     }
 

@@ -70,6 +70,11 @@ impl ChannelBuilder {
         self
     }
 
+    /// The protection domain given with [`ChannelBuilder::pd`], if any.
+    pub fn protection_domain(&self) -> Option<&ProtectionDomain> {
+        self.pd.as_ref()
+    }
+
     /// Queue sizes per peer.
     pub fn caps(mut self, caps: QpCaps) -> Self {
         self.cfg.caps = caps;
@@ -129,11 +134,6 @@ impl ChannelBuilder {
     /// Creates the channel's queue pair; connect it with
     /// [`Channel::connect`](crate::Channel::connect).
     pub fn build(self) -> TransportResult<crate::Channel> {
-        let multi = self.build_multi(1)?;
-        let verbs = multi
-            .verbs()
-            .cloned()
-            .ok_or_else(|| TransportError::Config("a channel is built on verbs".into()))?;
-        Ok(crate::Channel::from_parts(multi, verbs))
+        crate::Channel::from_multi(self.build_multi(1)?)
     }
 }

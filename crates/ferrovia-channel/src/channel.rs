@@ -1,41 +1,68 @@
-//! `Channel`: one reliable connection with scoped posting.
+//! `Channel`: one reliable connection with scoped posting, over any
+//! transport (verbs RC queue pairs, UCX, or another [`Transport`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
+#[cfg(feature = "verbs")]
 use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
 use crate::atomic::AtomicWorkRequest;
+#[cfg(feature = "verbs")]
 use crate::builder::ChannelBuilder;
+use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
 use crate::element::{Gather, Scatter};
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::multi::MultiChannel;
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
+use crate::transport::Transport;
 
-/// One RC connection to one peer, with scoped posting.
+/// One reliable connection to one peer, with scoped posting.
 ///
-/// ```no_run
-/// use ferrovia_channel::{Channel, Gather, SendWorkRequest};
-/// use ferrovia_mr::RegisterOptions;
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let mut ch = Channel::builder().build()?;
-/// # let peer_endpoint = ch.endpoint();
-/// ch.connect(&peer_endpoint)?; // exchanged out of band
-/// let msg = ch.registry().register_buffer(b"hello".to_vec(), RegisterOptions::local())?;
-/// ch.scope(|s| {
-///     let g = [Gather::of(&msg)?];
-///     let sent = s.post_send(SendWorkRequest::new(&g)?)?;
-///     sent.wait(std::time::Duration::from_secs(5))?;
-///     Ok::<_, ferrovia_channel::TransportError>(())
-/// })?;
-/// # Ok(())
-/// # }
-/// ```
+/// Built on verbs with [`Channel::builder`] (an RC queue pair, connected
+/// by exchanging [`Endpoint`](ferrovia_verbs::Endpoint)s out of band),
+/// over any connected one-peer [`Transport`] with [`Channel::over`], or by
+/// address (a listener and `connect`, in `ferrovia-node`). The scoped API
+/// is the same whatever the transport; only the verbs methods
+/// (`endpoint`, `connect`, `renew`, `reconnect`) need verbs.
+#[cfg_attr(
+    feature = "verbs",
+    doc = r#"
+```no_run
+use ferrovia_channel::{Channel, Gather, SendWorkRequest};
+use ferrovia_mr::RegisterOptions;
+
+# fn main() -> Result<(), Box<dyn std::error::Error>> {
+let mut ch = Channel::builder().build()?;
+# let peer_endpoint = ch.endpoint()?;
+ch.connect(&peer_endpoint)?; // exchanged out of band
+let msg = ch.registry().register_buffer(b"hello".to_vec(), RegisterOptions::local())?;
+ch.scope(|s| {
+    let g = [Gather::of(&msg)?];
+    let sent = s.post_send(SendWorkRequest::new(&g)?)?;
+    sent.wait(std::time::Duration::from_secs(5))?;
+    Ok::<_, ferrovia_channel::TransportError>(())
+})?;
+# Ok(())
+# }
+```
+"#
+)]
 pub struct Channel {
     /// A channel is a multi-channel of one peer with a single-peer API.
     multi: MultiChannel,
-    verbs: std::sync::Arc<crate::verbs_transport::VerbsTransport>,
+    /// Where the peer was reached and what it said, for a connection made
+    /// by address.
+    peer: Option<PeerInfo>,
+}
+
+/// What a connection made by address knows of its peer.
+struct PeerInfo {
+    addr: SocketAddr,
+    private_data: Vec<u8>,
 }
 
 impl ScopeTarget for Channel {
@@ -44,25 +71,80 @@ impl ScopeTarget for Channel {
     }
 }
 
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("peer_addr", &self.peer_addr())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Channel {
-    pub(crate) fn from_parts(
-        multi: MultiChannel,
-        verbs: std::sync::Arc<crate::verbs_transport::VerbsTransport>,
-    ) -> Channel {
-        Channel { multi, verbs }
+    /// A channel over a [`MultiChannel`] of exactly one peer.
+    pub fn from_multi(multi: MultiChannel) -> TransportResult<Channel> {
+        match multi.num_channels() {
+            1 => Ok(Channel { multi, peer: None }),
+            n => Err(TransportError::Config(format!(
+                "a channel has exactly one peer; this transport has {n}"
+            ))),
+        }
     }
 
-    /// A builder with defaults suited to most fabrics.
+    /// A channel over an already connected one-peer `transport` whose
+    /// memory `registry` registers (UCX, or a test double).
+    pub fn over(
+        transport: Arc<dyn Transport>,
+        registry: MrRegistry,
+        cfg: ChannelConfig,
+    ) -> TransportResult<Channel> {
+        Channel::from_multi(MultiChannel::over(transport, registry, cfg))
+    }
+
+    /// Records where the peer was reached and the private data it sent
+    /// while connecting (for a connection made by address).
+    pub fn with_peer(mut self, addr: SocketAddr, private_data: Vec<u8>) -> Channel {
+        self.peer = Some(PeerInfo { addr, private_data });
+        self
+    }
+
+    /// The peer's address, for a connection made by address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer.as_ref().map(|p| p.addr)
+    }
+
+    /// The private data the peer sent while connecting (a client's
+    /// request, on the accepting side; the server's answer, on the
+    /// connecting side); empty when there was none.
+    pub fn peer_private_data(&self) -> &[u8] {
+        self.peer.as_ref().map_or(&[], |p| &p.private_data)
+    }
+
+    /// Whether the peer is known to be gone (it disconnected, or its
+    /// endpoint failed): reads the connection's pending events. Work with
+    /// it then fails as [`TransportError::Disconnected`].
+    pub fn is_disconnected(&self) -> bool {
+        self.multi.core().transport.disconnected(0).is_some()
+    }
+
+    /// The multi-channel underneath (one peer, index 0).
+    pub fn as_multi(&self) -> &MultiChannel {
+        &self.multi
+    }
+}
+
+#[cfg(feature = "verbs")]
+impl Channel {
+    /// A builder with defaults suited to most fabrics (verbs).
     pub fn builder() -> ChannelBuilder {
         ChannelBuilder::default()
     }
 
-    /// What the peer needs to connect to this channel.
-    pub fn endpoint(&self) -> Endpoint {
-        self.verbs.qps.first().endpoint()
+    /// What the peer needs to connect to this channel (verbs only).
+    pub fn endpoint(&self) -> TransportResult<Endpoint> {
+        self.multi.endpoint(0)
     }
 
-    /// Connects to the peer's endpoint (INIT → RTR → RTS).
+    /// Connects to the peer's endpoint (INIT → RTR → RTS; verbs only).
     pub fn connect(&mut self, remote: &Endpoint) -> TransportResult<()> {
         self.multi.connect(0, remote)
     }
@@ -71,6 +153,7 @@ impl Channel {
     /// it in the error state) with a fresh queue pair: `exchange` gets its
     /// endpoint, must hand it to the peer (which renews its side too) and
     /// return the peer's new endpoint (see [`MultiChannel::reconnect`]).
+    /// Verbs only.
     pub fn reconnect<E: From<TransportError>>(
         &mut self,
         exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
@@ -85,11 +168,13 @@ impl Channel {
         self.multi.renew(0)
     }
 
-    /// The protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
-        &self.verbs.pd
+    /// The protection domain, when the connection is a verbs queue pair.
+    pub fn pd(&self) -> Option<&ProtectionDomain> {
+        self.multi.pd()
     }
+}
 
+impl Channel {
     /// A registry for buffers used on this channel.
     pub fn registry(&self) -> &MrRegistry {
         self.multi.registry()
@@ -238,9 +323,13 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.list_to(0, wrs)
     }
+}
 
-    /// The channel's protection domain.
-    pub fn pd(&self) -> &ProtectionDomain {
+#[cfg(feature = "verbs")]
+impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
+    /// The channel's protection domain, when its connection is a verbs
+    /// queue pair.
+    pub fn pd(&self) -> Option<&ProtectionDomain> {
         self.target.pd()
     }
 }

@@ -134,9 +134,40 @@ impl ChannelCore {
                 peer,
                 count: self.peers(),
             }),
-            Some(true) => Err(TransportError::Broken { peer }),
+            Some(true) => Err(self.broken(peer)),
             Some(false) => Ok(()),
         }
+    }
+
+    /// The error of work with `peer`, whose connection is broken:
+    /// [`TransportError::Disconnected`] when the transport knows the peer
+    /// went away, else [`TransportError::Broken`].
+    pub(crate) fn broken(&self, peer: usize) -> TransportError {
+        match self.transport.disconnected(peer) {
+            Some(addr) => TransportError::Disconnected {
+                peer,
+                addr,
+                completion: None,
+            },
+            None => TransportError::Broken { peer },
+        }
+    }
+
+    /// The error of a request that completed with an error status: it
+    /// names the peer, and the peer's address when the transport knows it
+    /// disconnected.
+    pub(crate) fn failure(&self, c: &Completion) -> TransportError {
+        let e = crate::slots::error_of(c);
+        if let Some(peer) = e.peer
+            && let Some(addr) = self.transport.disconnected(peer)
+        {
+            return TransportError::Disconnected {
+                peer,
+                addr,
+                completion: Some(e),
+            };
+        }
+        e.into()
     }
 
     /// Stops all work towards `peer` (its connection goes to the error
@@ -323,7 +354,7 @@ impl ChannelCore {
         while self.progress()? == BATCH {}
         match self.try_take(t, false, bufs)? {
             Some(done) => Ok(done),
-            None => Err(TransportError::Broken { peer }),
+            None => Err(self.broken(peer)),
         }
     }
 

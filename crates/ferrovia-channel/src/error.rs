@@ -90,6 +90,19 @@ pub enum TransportError {
         /// The peer index.
         peer: usize,
     },
+    /// The peer of a connection made by address disconnected (verbs: the
+    /// connection manager's `DISCONNECTED`; UCX: its endpoint failed):
+    /// the connection was flushed, so the work failed, and posting to it
+    /// fails too.
+    #[error("the peer at {addr} (peer {peer}) disconnected{}", completion.map(|c| format!(": {c}")).unwrap_or_default())]
+    Disconnected {
+        /// The peer index.
+        peer: usize,
+        /// Its address.
+        addr: std::net::SocketAddr,
+        /// How the work completed, if its completion arrived.
+        completion: Option<CompletionError>,
+    },
     /// An atomic's local result buffer is not 8 bytes.
     #[error("an atomic's result buffer must be 8 bytes, not {len}")]
     AtomicResultSize {

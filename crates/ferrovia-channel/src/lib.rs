@@ -39,7 +39,7 @@ use ferrovia_mr::RegisterOptions;
 # fn main() -> Result<(), Box<dyn std::error::Error>> {
 let mut a = Channel::builder().build()?;
 let mut b = Channel::builder().build()?;
-let (ea, eb) = (a.endpoint(), b.endpoint());
+let (ea, eb) = (a.endpoint()?, b.endpoint()?);
 a.connect(&eb)?;
 b.connect(&ea)?;
 let msg = a.registry().register_buffer(b"ping".to_vec(), RegisterOptions::local())?;
@@ -59,8 +59,9 @@ b.scope(|rx| {
 
 mod atomic;
 mod builder;
-#[cfg(feature = "verbs")]
 mod channel;
+#[cfg(feature = "verbs")]
+mod cm_watch;
 mod config;
 mod core;
 mod drain;
@@ -84,7 +85,6 @@ mod verbs_transport;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
-#[cfg(feature = "verbs")]
 pub use channel::Channel;
 pub use config::ChannelConfig;
 pub use core::ChannelCore;

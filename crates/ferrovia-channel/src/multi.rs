@@ -66,6 +66,27 @@ impl MultiChannel {
         ChannelBuilder::default()
     }
 
+    /// A multi-channel over verbs queue pairs connected (or to be
+    /// connected) through `transport`, e.g. by the connection manager.
+    /// `registry` registers in the transport's protection domain
+    /// (`MrRegistry::new(transport.pd())`, perhaps made earlier to put a
+    /// descriptor in the connection's private data; a registry of another
+    /// PD makes every post fail with a protection error). `cfg` should be
+    /// what the transport was built with.
+    #[cfg(feature = "verbs")]
+    pub fn over_verbs(
+        transport: VerbsTransport,
+        registry: MrRegistry,
+        cfg: ChannelConfig,
+    ) -> MultiChannel {
+        let verbs = Arc::new(transport);
+        MultiChannel {
+            core: ChannelCore::new(verbs.clone(), cfg),
+            registry,
+            verbs: Some(verbs),
+        }
+    }
+
     /// A multi-channel over an already connected `transport` whose memory
     /// `registry` registers (UCX, or a test double).
     pub fn over(
@@ -179,11 +200,6 @@ impl MultiChannel {
                     .into(),
             )
         })
-    }
-
-    #[cfg(feature = "verbs")]
-    pub(crate) fn verbs(&self) -> Option<&Arc<VerbsTransport>> {
-        self.verbs.as_ref()
     }
 
     #[cfg(feature = "verbs")]

@@ -52,14 +52,6 @@ impl QpTable {
         Some(unsafe { &*p })
     }
 
-    /// The QP of peer 0, which every table has (a channel has at least
-    /// one peer).
-    pub(crate) fn first(&self) -> &QueuePair {
-        let p = self.current[0].load(Ordering::Acquire);
-        // SAFETY: as in `get`.
-        unsafe { &*p }
-    }
-
     /// Makes `qp` the QP of `peer`; the one it replaces stays allocated
     /// (in the error state, idle) until the table is dropped.
     pub(crate) fn replace(&self, peer: usize, qp: QueuePair) {

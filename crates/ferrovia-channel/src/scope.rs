@@ -12,7 +12,7 @@ use crate::element::Scatter;
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::op::Completion;
 use crate::request::MAX_ELEMENTS;
-use crate::slots::{RawBuf, Taken, error_of};
+use crate::slots::{RawBuf, Taken};
 
 /// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel), or a type built on a
@@ -185,7 +185,7 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
         self.done = true;
         let c = taken.completion;
         if c.status != WcStatus::SUCCESS {
-            return Err(error_of(&c).into());
+            return Err(self.core.failure(&c));
         }
         let mut bufs: [Option<Scatter<'env>>; MAX_ELEMENTS] = Default::default();
         for (out, b) in bufs.iter_mut().zip(&raw[..taken.nbufs]) {

@@ -151,6 +151,16 @@ pub unsafe trait Transport: Send + Sync {
         ))
     }
 
+    /// The address of `peer`, if its connection was made by address and
+    /// the peer is known to be gone (it disconnected, or its endpoint
+    /// failed): work with it then fails as
+    /// [`TransportError::Disconnected`], naming the address. A transport
+    /// may read pending connection events to answer. The default: never.
+    fn disconnected(&self, peer: usize) -> Option<std::net::SocketAddr> {
+        let _ = peer;
+        None
+    }
+
     /// Posts `ops` to `peer`'s send queue, in order (one doorbell where
     /// the transport has doorbells). Nothing from the failing op on is
     /// posted when it fails.

@@ -13,6 +13,7 @@ use ferrovia_verbs::{
     SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
+use crate::cm_watch::LinkWatch;
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp, SendOp};
@@ -25,6 +26,17 @@ const CHUNK: usize = 16;
 const POLL_BATCH: usize = 32;
 
 /// Verbs RC queue pairs, one per peer, sharing a PD and a CQ.
+///
+/// The CQ is the transport's own: no other queue pair can post to it, so
+/// every completion it reports is one of this transport's requests. The
+/// queue pairs are connected by exchanging endpoints
+/// ([`MultiChannel::connect`](crate::MultiChannel::connect)), or by the
+/// connection manager: take a peer's QP with [`VerbsTransport::qp`] to
+/// `ready_qp` and `connect_qp` / `accept_qp` it (`ferrovia_verbs::cm`),
+/// then hand its [`CmLink`](ferrovia_verbs::cm::CmLink) to
+/// [`VerbsTransport::watch`]: the peer's disconnect then flushes its QP,
+/// so its pending work fails at once, naming its address
+/// ([`TransportError::Disconnected`]).
 pub struct VerbsTransport {
     pub(crate) pd: ProtectionDomain,
     pub(crate) cq: CompletionQueue,
@@ -36,6 +48,8 @@ pub struct VerbsTransport {
     atomics: bool,
     /// The shared receive pool, when the channel has one.
     shared: Option<SharedPool>,
+    /// The connection manager's links of peers connected by address.
+    links: LinkWatch,
 }
 
 /// A shared receive queue every QP of the channel takes its receives from.
@@ -54,11 +68,10 @@ struct SharedPool {
 const LAST_WQE_WAIT: Duration = Duration::from_millis(200);
 
 impl VerbsTransport {
-    pub(crate) fn new(
-        pd: &ProtectionDomain,
-        peers: usize,
-        cfg: &ChannelConfig,
-    ) -> TransportResult<Self> {
+    /// `peers` RC queue pairs in `pd`, on a new CQ (and shared receive
+    /// queue, with `cfg.shared_receives`), built with `cfg`'s caps on
+    /// `cfg.port` (default: the first active port), not connected yet.
+    pub fn new(pd: &ProtectionDomain, peers: usize, cfg: &ChannelConfig) -> TransportResult<Self> {
         if peers == 0 {
             return Err(TransportError::Config(
                 "a channel needs at least one peer".into(),
@@ -108,13 +121,43 @@ impl VerbsTransport {
             port: cfg.port,
             atomics,
             shared,
+            links: LinkWatch::new(peers),
         })
+    }
+
+    /// Watches `peer`'s connection-manager link (a connection made by
+    /// address): its `DISCONNECTED` flushes the peer's QP. Once per peer.
+    pub fn watch(&mut self, peer: usize, link: ferrovia_verbs::cm::CmLink) -> TransportResult<()> {
+        self.links.set(peer, link).map_err(TransportError::Config)
+    }
+
+    /// The protection domain of every queue pair.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
+    }
+
+    /// Reads the links' events; flushes the QPs of peers that left.
+    fn check_links(&self) {
+        self.links.check(|peer| self.flush_gone(peer));
+    }
+
+    fn flush_gone(&self, peer: usize) {
+        if let Some(qp) = self.qps.get(peer)
+            && let Err(e) = qp.to_error()
+        {
+            log::warn!("flushing peer {peer}'s queue pair: {e}");
+        }
     }
 
     /// Replaces `peer`'s QP by a fresh one on the same CQ (and pool), to
     /// be connected anew; the old one must be in the error state with
     /// nothing outstanding (the caller's scope drained it).
     pub(crate) fn renew(&self, peer: usize) -> TransportResult<()> {
+        if self.links.has(peer) {
+            return Err(TransportError::Config(format!(
+                "peer {peer} was connected by address: connect again instead of renewing"
+            )));
+        }
         let qp = new_qp(
             &self.pd,
             &self.cq,
@@ -161,7 +204,8 @@ impl VerbsTransport {
         Ok(self.qp(peer)?.endpoint())
     }
 
-    pub(crate) fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
+    /// The current queue pair of `peer`.
+    pub fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
         self.qps.get(peer).ok_or(TransportError::NoSuchPeer {
             peer,
             count: self.qps.len(),
@@ -332,6 +376,9 @@ unsafe impl Transport for VerbsTransport {
         let mut wcs = [const { MaybeUninit::<WorkCompletion>::uninit() }; POLL_BATCH];
         let n = out.len().min(POLL_BATCH);
         let got = self.cq.poll_uninit(&mut wcs[..n])?;
+        if got.is_empty() && self.links.any() {
+            self.links.check_now_and_then(|peer| self.flush_gone(peer));
+        }
         for (o, wc) in out.iter_mut().zip(got) {
             *o = to_completion(wc);
         }
@@ -342,10 +389,19 @@ unsafe impl Transport for VerbsTransport {
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
         let mut wcs = [WorkCompletion::default(); POLL_BATCH];
         let n = out.len().clamp(1, POLL_BATCH);
-        let got = match self.cq.wait(&mut wcs[..n], timeout) {
-            Ok(got) => got,
-            Err(VerbsError::Timeout { .. }) => 0,
-            Err(e) => return Err(e.into()),
+        let got = if self.links.any() {
+            // Also wakes when a link has an event: a disconnect flushes.
+            let got = self.cq.wait_or(&mut wcs[..n], timeout, self.links.fds())?;
+            if got == 0 {
+                self.check_links();
+            }
+            got
+        } else {
+            match self.cq.wait(&mut wcs[..n], timeout) {
+                Ok(got) => got,
+                Err(VerbsError::Timeout { .. }) => 0,
+                Err(e) => return Err(e.into()),
+            }
         };
         for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
             *o = to_completion(wc);
@@ -356,6 +412,14 @@ unsafe impl Transport for VerbsTransport {
 
     fn flush(&self, peer: usize) -> TransportResult<()> {
         Ok(self.qp(peer)?.to_error()?)
+    }
+
+    fn disconnected(&self, peer: usize) -> Option<std::net::SocketAddr> {
+        if !self.links.has(peer) {
+            return None;
+        }
+        self.check_links();
+        self.links.gone(peer)
     }
 
     fn event_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -17,7 +17,7 @@ fn manual_scope_reports_unpolled_work_and_poll_finds_completions() {
     let pd = pd();
     let mut a = builder(&pd).build().unwrap();
     let mut b = builder(&pd).build().unwrap();
-    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
     a.connect(&eb).unwrap();
     b.connect(&ea).unwrap();
     let msg = buf(&a, b"manual", RegisterOptions::local());
@@ -70,7 +70,7 @@ fn a_full_receive_queue_is_a_typed_error_after_the_operation_timeout() {
         .build()
         .unwrap();
     let b = builder(&pd).build().unwrap();
-    a.connect(&b.endpoint()).unwrap();
+    a.connect(&b.endpoint().unwrap()).unwrap();
     let mut inbox = buf(&a, &[0; 64], RegisterOptions::local());
     let r = a.scope(|s| {
         let (bytes, reg) = inbox.split_mut();

@@ -27,6 +27,7 @@
 mod address;
 mod backend;
 mod barrier;
+mod by_address;
 mod control;
 mod error;
 mod launcher;
@@ -40,6 +41,10 @@ mod wire;
 
 pub use backend::Backend;
 pub use barrier::{BarrierAlgorithm, BarrierTask};
+pub use by_address::{
+    ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
+    ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
+};
 pub use error::{BarrierError, BootstrapError, NodeError};
 pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;

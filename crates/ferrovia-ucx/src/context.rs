@@ -2,6 +2,7 @@
 //! worker and by memory registration, so it lives behind an `Arc`.
 
 use std::ffi::CString;
+use std::net::SocketAddr;
 use std::ptr::{null, null_mut};
 use std::sync::Arc;
 
@@ -64,6 +65,28 @@ impl UcxContext {
         Ok(UcxContext {
             handle: Arc::new(ContextHandle { raw: raw? }),
         })
+    }
+}
+
+impl UcxContext {
+    /// A context for connections by address to or from `addr`: like
+    /// [`UcxContext::with_options`], and for an IPv6 address with the tcp
+    /// transport's `AF_PRIO=inet6` unless `UCX_TCP_AF_PRIO` is set. UCX 1.13 opens
+    /// its tcp data lanes on IPv4 first; a connection made over IPv6 then
+    /// fails (and the failing server side corrupts the heap), so both
+    /// sides of an IPv6 connection must open them on IPv6. (Over `::1` it
+    /// is unreachable either way: use the host's own IPv6 address.)
+    pub fn for_address(addr: SocketAddr, options: &[(&str, &str)]) -> Result<UcxContext, UcxError> {
+        let mut all = options.to_vec();
+        if addr.is_ipv6()
+            && std::env::var_os("UCX_TCP_AF_PRIO").is_none()
+            && !options
+                .iter()
+                .any(|(n, _)| *n == "AF_PRIO" || *n == "TCP_AF_PRIO")
+        {
+            all.push(("AF_PRIO", "inet6"));
+        }
+        UcxContext::with_options(&all)
     }
 }
 

@@ -1,8 +1,10 @@
 //! Control messages between progress threads (UCX active messages): a
 //! peer asks for a registration's key the first time it accesses it; the
 //! owner revokes it on deregistration and waits for the acknowledgement;
-//! a transport that shuts down says goodbye. Everything received is
-//! validated; a malformed message is counted and dropped.
+//! a transport that shuts down says goodbye; the two sides of a connection
+//! made by address trade handshake messages (opaque to this layer, at most
+//! [`HANDSHAKE_MAX`] bytes). Everything received is validated; a malformed
+//! message is counted and dropped.
 //!
 //! ```text
 //! request: 'Q' from:u32 key:u32
@@ -10,6 +12,7 @@
 //! revoke:  'V' from:u32 key:u32   (the owner deregistered the key)
 //! ack:     'A' from:u32 key:u32   (nothing of the sender's can reach the key any more)
 //! goodbye: 'B' from:u32           (the sender flushed and closes its endpoints)
+//! hello:   'H' from:u32 n:u16 bytes[n]   (a handshake message, n <= 256)
 //! ```
 //! (little-endian)
 
@@ -25,6 +28,9 @@ const REPLY: u8 = b'R';
 const REVOKE: u8 = b'V';
 const ACK: u8 = b'A';
 const GOODBYE: u8 = b'B';
+const HANDSHAKE: u8 = b'H';
+/// The longest handshake message.
+pub const HANDSHAKE_MAX: usize = 256;
 const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
 
 /// A decoded control message.
@@ -44,6 +50,8 @@ pub(crate) enum Control {
     Ack { from: u32, key: u32 },
     /// `from` shuts down: its accesses are flushed and it issues no more.
     Goodbye { from: u32 },
+    /// A handshake message of a connection made by address.
+    Handshake { from: u32, bytes: Vec<u8> },
 }
 
 impl Control {
@@ -65,6 +73,14 @@ impl Control {
             Control::Goodbye { from } => {
                 let mut v = vec![GOODBYE];
                 v.extend_from_slice(&from.to_le_bytes());
+                v
+            }
+            Control::Handshake { from, bytes } => {
+                let mut v = Vec::with_capacity(7 + bytes.len());
+                v.push(HANDSHAKE);
+                v.extend_from_slice(&from.to_le_bytes());
+                v.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+                v.extend_from_slice(bytes);
                 v
             }
             Control::Reply { from, key, info } => {
@@ -95,6 +111,13 @@ impl Control {
         let from = u32::from_le_bytes(r.take()?);
         if kind == GOODBYE {
             return r.0.is_empty().then_some(Control::Goodbye { from });
+        }
+        if kind == HANDSHAKE {
+            let n = u16::from_le_bytes(r.take()?) as usize;
+            return (n <= HANDSHAKE_MAX && r.0.len() == n).then(|| Control::Handshake {
+                from,
+                bytes: r.0.to_vec(),
+            });
         }
         let key = u32::from_le_bytes(r.take()?);
         match kind {
@@ -160,6 +183,14 @@ mod tests {
             Control::Revoke { from: 4, key: 10 },
             Control::Ack { from: 5, key: 11 },
             Control::Goodbye { from: 6 },
+            Control::Handshake {
+                from: 0,
+                bytes: b"fv\x11\x05hello".to_vec(),
+            },
+            Control::Handshake {
+                from: 0,
+                bytes: vec![7; HANDSHAKE_MAX],
+            },
             Control::Reply {
                 from: 1,
                 key: 2,
@@ -200,6 +231,10 @@ mod tests {
             Control::Revoke { from: 0, key: 1 },
             Control::Ack { from: 0, key: 1 },
             Control::Goodbye { from: 0 },
+            Control::Handshake {
+                from: 0,
+                bytes: vec![1, 2, 3],
+            },
         ] {
             let bytes = short.encode();
             for cut in 0..bytes.len() {
@@ -214,5 +249,13 @@ mod tests {
             assert_eq!(Control::decode(&long), None, "{short:?} with a byte more");
         }
         assert_eq!(Control::decode(&[]), None);
+        // A handshake message longer than the limit is refused even when
+        // its length field says so.
+        let too_long = Control::Handshake {
+            from: 0,
+            bytes: vec![0; HANDSHAKE_MAX + 1],
+        }
+        .encode();
+        assert_eq!(Control::decode(&too_long), None);
     }
 }

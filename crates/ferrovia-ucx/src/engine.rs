@@ -54,11 +54,16 @@ mod progress;
 mod send;
 pub(crate) mod token;
 
+pub(crate) use endpoints::EpTarget;
 pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, turn_inline, with_engine};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,
 };
+
+/// Handshake messages kept until taken; more are dropped as malformed
+/// (a connection's handshake has at most three).
+const HANDSHAKES_KEPT: usize = 4;
 
 /// How long shutdown waits for endpoints to close gracefully.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -75,11 +80,18 @@ pub(crate) struct Engine {
     efd: i32,
     shared: Arc<Shared>,
     dir: Arc<KeyDirectory>,
+    /// The index peers know this side by (the sender in tags and control
+    /// messages): the rank in a job, 0 on a connection made by address.
     me: usize,
+    /// The peer index of this side's own loopback endpoint, in a job.
+    loopback: Option<usize>,
     peers: Vec<Peer>,
     /// Every peer's worker address (a renewed endpoint goes to it again).
     addresses: Vec<Vec<u8>>,
     recvs: Receives,
+    /// Handshake messages received and not yet taken (at most
+    /// [`HANDSHAKES_KEPT`]).
+    handshakes: VecDeque<Vec<u8>>,
     ctrl: std::collections::HashMap<u32, Vec<u8>>,
     next_ctrl: u32,
     closing: usize,
@@ -127,9 +139,11 @@ impl Engine {
             shared,
             dir,
             me: 0,
+            loopback: None,
             peers: Vec::new(),
             addresses: Vec::new(),
             recvs: Receives::default(),
+            handshakes: VecDeque::new(),
             ctrl: Default::default(),
             next_ctrl: 0,
             closing: 0,
@@ -421,7 +435,7 @@ impl Engine {
                         ev.status
                     );
                 }
-                self.fail_peer(peer, ev.status);
+                self.lose_peer(peer, ev.status);
             }
             _ if ev.token == CONTROL_TOKEN => self.on_control(ev.data.as_deref().unwrap_or(&[])),
             _ => {}

@@ -1,6 +1,7 @@
 //! The UCX layer's error type.
 
 use std::ffi::CStr;
+use std::net::SocketAddr;
 
 use crate::ffi;
 
@@ -55,6 +56,32 @@ pub enum UcxError {
     /// The transport is used before `connect`.
     #[error("the UCX transport is not connected yet")]
     NotConnected,
+    /// A listener is already bound to the address and port.
+    #[error("{addr} is already in use by another listener")]
+    AddrInUse {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// A UCX call about a socket address failed.
+    #[error("{op} for {addr} failed: {message} (ucs_status_t {status})")]
+    Addr {
+        /// The UCX function.
+        op: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The status code.
+        status: i8,
+        /// UCX's own description.
+        message: String,
+    },
+    /// A handshake message longer than the control channel carries.
+    #[error("a {len}-byte handshake message: at most {max} bytes")]
+    HandshakeTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A configuration option name or value contains a NUL byte.
     #[error("UCX option {name:?} is not a valid C string")]
     InvalidOption {
@@ -83,6 +110,27 @@ pub(crate) fn status_error(op: &'static str, status: ffi::ucs_status_t) -> UcxEr
         op,
         status,
         message,
+    }
+}
+
+/// A failed status of a call about `addr`.
+pub(crate) fn addr_error(
+    op: &'static str,
+    addr: SocketAddr,
+    status: ffi::ucs_status_t,
+) -> UcxError {
+    match status_error(op, status) {
+        UcxError::Status {
+            op,
+            status,
+            message,
+        } => UcxError::Addr {
+            op,
+            addr,
+            status,
+            message,
+        },
+        other => other,
     }
 }
 

@@ -33,11 +33,19 @@
 //!   [`UcxTransportBuilder::revocation_timeout`] is force-closed.
 //! - Endpoints use peer error handling: a dead peer fails its work with
 //!   `IBV_WC_RETRY_EXC_ERR` (the UCX status is the vendor error).
+//! - Connection by address: a [`UcxListener`] (`ucp_listener_create` on a
+//!   worker of its own, taken in by the thread asking for the next
+//!   [`UcxConnRequest`]) and [`UcxTransportBuilder::connect_to`] /
+//!   [`UcxTransportBuilder::accept`] (`ucp_ep_create` with the socket
+//!   address or the request) make transports of one peer; their owners
+//!   trade handshake messages ([`UcxTransport::send_handshake`]) on the
+//!   control channel, since UCX's handshake carries no application data.
 //!
 //! Bindings are generated at build time over the system UCX
 //! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
 //! so `ucp_init_version` is called).
 
+mod by_address;
 mod context;
 mod control;
 mod engine;
@@ -45,16 +53,21 @@ mod error;
 mod events;
 mod ffi;
 mod keys;
+mod listener;
 mod notify;
 mod peer;
 mod revoke;
+mod sockaddr;
 mod status;
 mod tag;
 mod transport;
 
+pub use by_address::EndpointFailure;
 pub use context::UcxContext;
+pub use control::HANDSHAKE_MAX;
 pub use error::UcxError;
 pub use keys::UcxRegistrar;
+pub use listener::{UcxConnRequest, UcxListener};
 #[doc(hidden)]
 pub use transport::{PostStats, ProgressStall};
 pub use transport::{UcxTransport, UcxTransportBuilder};

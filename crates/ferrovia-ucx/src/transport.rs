@@ -42,12 +42,14 @@ const DEFAULT_REVOCATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// ```
 pub struct UcxTransport {
     shared: Arc<Shared>,
-    engine: EngineCell,
+    pub(crate) engine: EngineCell,
     thread: Option<JoinHandle<()>>,
     address: Vec<u8>,
     context: UcxContext,
     dir: Arc<KeyDirectory>,
-    peers: OnceLock<usize>,
+    pub(crate) peers: OnceLock<usize>,
+    /// The peer's address, for a connection made by address.
+    pub(crate) peer_addr: Option<std::net::SocketAddr>,
     send_depth: u32,
     recv_depth: u32,
     shared_receives: u32,
@@ -156,6 +158,7 @@ impl UcxTransportBuilder {
             context: context.clone(),
             dir,
             peers: OnceLock::new(),
+            peer_addr: None,
             send_depth: self.send_depth,
             recv_depth: self.recv_depth,
             shared_receives: self.shared_receives,
@@ -202,6 +205,12 @@ impl UcxTransport {
             .map_err(|_| UcxError::ProgressThread("exited during connect".into()))??;
         let _ = self.peers.set(addresses.len());
         Ok(())
+    }
+
+    /// Wakes the progress thread if it sleeps (after work issued from a
+    /// user thread that it must progress).
+    pub(crate) fn wake_progress(&self) {
+        self.shared.wake(false);
     }
 
     /// Control messages received malformed (counted and dropped).
@@ -444,6 +453,11 @@ unsafe impl Transport for UcxTransport {
     /// the peer needs nothing from this side: the link is empty).
     fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
         self.check(peer)?;
+        if let Some(addr) = self.peer_addr {
+            return Err(TransportError::Config(format!(
+                "the connection to {addr} was made by address: connect again instead of renewing"
+            )));
+        }
         self.check_alive()?;
         self.engine
             .lock()
@@ -519,6 +533,11 @@ unsafe impl Transport for UcxTransport {
         };
         self.shared.waiters.fetch_sub(1, SeqCst);
         result
+    }
+
+    fn disconnected(&self, peer: usize) -> Option<std::net::SocketAddr> {
+        let addr = self.peer_addr?;
+        self.engine.lock().peer_gone(peer).then_some(addr)
     }
 
     /// An eventfd the engine signals after the turn that delivered a

@@ -1,7 +1,7 @@
 //! Completion queues, polled in batches, with an optional blocking wait.
 
 use std::mem::MaybeUninit;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::ptr::{NonNull, null_mut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +11,10 @@ use ferrovia_sys as sys;
 use crate::completion::WorkCompletion;
 use crate::context::{Context, ContextInner};
 use crate::error::{Result, VerbsError, check, last_errno, lib, loaded, null_error};
+
+/// The most fds [`CompletionQueue::wait_or`] sleeps on: the completion
+/// channel's and 15 others (more are not watched).
+const MAX_WAIT_FDS: usize = 16;
 
 /// A completion queue (`struct ibv_cq`). Cheap to clone.
 ///
@@ -173,6 +177,26 @@ impl CompletionQueue {
     /// completion that arrives between the first poll and the arming is
     /// never missed.
     pub fn wait(&self, out: &mut [WorkCompletion], timeout: Duration) -> Result<usize> {
+        match self.wait_or(out, timeout, &[])? {
+            0 => Err(VerbsError::Timeout {
+                what: "waiting for a completion",
+                after: timeout,
+            }),
+            n => Ok(n),
+        }
+    }
+
+    /// Like [`CompletionQueue::wait`], but also wakes when one of `also`
+    /// (other non-blocking fds, e.g. a connection manager's event channel)
+    /// becomes readable, and reports a timeout as `Ok(0)`: returns the
+    /// completions taken, 0 if none arrived before `timeout` passed or an
+    /// fd of `also` became readable. Nothing is read from `also`.
+    pub fn wait_or(
+        &self,
+        out: &mut [WorkCompletion],
+        timeout: Duration,
+        also: &[RawFd],
+    ) -> Result<usize> {
         let Some(ch) = self.inner.channel else {
             return Err(VerbsError::InvalidArgument(
                 "wait() needs a CQ created with CompletionQueue::with_channel".into(),
@@ -199,23 +223,24 @@ impl CompletionQueue {
             }
             let elapsed = start.elapsed();
             if elapsed >= timeout {
-                return Err(VerbsError::Timeout {
-                    what: "waiting for a completion",
-                    after: elapsed,
-                });
+                return Ok(0);
             }
             // SAFETY: `ch` is live while this CQ is.
             let fd = unsafe { ch.as_ref().fd };
-            let mut pfd = libc::pollfd {
+            let mut pfds = [libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
-            };
+            }; MAX_WAIT_FDS];
+            let extra = also.len().min(MAX_WAIT_FDS - 1);
+            for (p, &fd) in pfds[1..].iter_mut().zip(&also[..extra]) {
+                p.fd = fd;
+            }
             let left = timeout - elapsed;
             // Round up so we never wake just before the deadline and spin.
             let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+            // SAFETY: `1 + extra` valid pollfds in `pfds`.
+            let r = unsafe { libc::poll(pfds.as_mut_ptr(), (1 + extra) as libc::nfds_t, ms) };
             if r < 0 {
                 match last_errno() {
                     Some(libc::EINTR) => continue,
@@ -229,6 +254,9 @@ impl CompletionQueue {
             }
             if r == 0 {
                 continue; // deadline check at the top of the loop
+            }
+            if pfds[1..=extra].iter().any(|p| p.revents != 0) {
+                return self.poll(out);
             }
             let mut ev_cq = null_mut();
             let mut ev_ctx = null_mut();

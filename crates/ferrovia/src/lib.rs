@@ -73,7 +73,7 @@ use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, Tr
 # fn main() -> Result<(), Box<dyn std::error::Error>> {
 let mut a = Channel::builder().build()?;
 let mut b = Channel::builder().build()?;
-let (ea, eb) = (a.endpoint(), b.endpoint()); // normally exchanged over the network
+let (ea, eb) = (a.endpoint()?, b.endpoint()?); // normally exchanged over the network
 a.connect(&eb)?;
 b.connect(&ea)?;
 
@@ -153,10 +153,8 @@ pub use ferrovia_verbs as verbs;
 pub use ferrovia_async::{
     Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode, Done, Failed, Op,
 };
-#[cfg(feature = "verbs")]
-pub use ferrovia_channel::Channel;
 pub use ferrovia_channel::{
-    AtomicOp, AtomicWorkRequest, ChannelBuilder, DrainError, Gather, MultiChannel,
+    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, DrainError, Gather, MultiChannel,
     PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
     ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone,
@@ -167,8 +165,9 @@ pub use ferrovia_mr::{
     RegisteredMemory, RemoteMemoryRegion, Shared, SharedBuffer,
 };
 pub use ferrovia_node::{
-    Backend, BarrierAlgorithm, BarrierError, BootstrapError, Node, NodeBuilder, NodeError,
-    NodeScope,
+    ACCEPT_DATA_MAX, Backend, BarrierAlgorithm, BarrierError, BootstrapError, CONNECT_DATA_MAX,
+    ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node, NodeBuilder, NodeError,
+    NodeScope, Outgoing, REJECT_DATA_MAX, connect,
 };
 pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 #[cfg(feature = "ucx")]

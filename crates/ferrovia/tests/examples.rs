@@ -17,6 +17,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("watch_flag", 2, None),
     ("counter", 4, None),
     ("collector", 4, None),
+    // A server and 3 client processes: one report each.
+    ("accept_clients", 4, Some(&[0, 1, 2, 3])),
     #[cfg(feature = "async")]
     ("async_service", 4, None),
 ];

@@ -101,6 +101,12 @@ struct Cli {
     /// Through ferrovia-async, busy polling.
     #[arg(long = "async-busy", conflicts_with = "asynchronous")]
     async_busy: bool,
+    /// perftest's rdma_cm mode: connect through the RDMA connection
+    /// manager and exchange perftest's messages, so the other side may be
+    /// `ib_write_bw -R` or `ib_send_bw -R` (write_bw and send_bw, one size,
+    /// one QP; the device is the one the address routes to, not -d).
+    #[arg(short = 'R', long = "rdma_cm")]
+    rdma_cm: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +126,8 @@ pub(crate) struct Args {
     /// Async with busy polling (`--async-busy`).
     pub(crate) busy: bool,
     pub(crate) atomic: AtomicKind,
+    /// perftest's rdma_cm mode (`-R`).
+    pub(crate) rdma_cm: bool,
 }
 
 impl Args {
@@ -168,6 +176,7 @@ where
         asynchronous: cli.asynchronous || cli.async_busy,
         busy: cli.async_busy,
         atomic: cli.atomic,
+        rdma_cm: cli.rdma_cm,
     };
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
         return Err(invalid(

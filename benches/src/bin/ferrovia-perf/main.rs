@@ -13,6 +13,10 @@
 //! buffers, waking from the transport's event fd), `--async-busy` the same
 //! busy-polling: set next to the scoped path's numbers.
 //!
+//! `-R` (write_bw and send_bw) speaks perftest's rdma_cm mode instead, so
+//! the other side may be `ib_write_bw -R` or `ib_send_bw -R` (see
+//! `rdma_cm`).
+//!
 //! As with perftest, the process started without a server address is the
 //! server and the one given its address is the client; they meet through
 //! ferrovia's own rendezvous (a two-rank `Node`, server = rank 0; with
@@ -24,6 +28,7 @@ mod asynchronous;
 mod bandwidth;
 mod latency;
 mod passive;
+mod rdma_cm;
 mod report;
 
 use std::process::ExitCode;
@@ -217,6 +222,15 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if args.rdma_cm {
+        return match rdma_cm::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferrovia-perf: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.asynchronous {
         return match run_async(&args) {
             Ok(()) => ExitCode::SUCCESS,

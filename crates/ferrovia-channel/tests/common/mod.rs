@@ -32,7 +32,7 @@ pub fn pair_with(opts: ConnectOptions, drain: Duration) -> (Channel, Channel) {
         .drain_deadline(drain)
         .build()
         .unwrap();
-    let (ea, eb) = (a.endpoint(), b.endpoint());
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
     a.connect(&eb).unwrap();
     b.connect(&ea).unwrap();
     (a, b)
@@ -58,7 +58,7 @@ pub fn star_with(
     for i in 0..n {
         let mut c = builder(&pd).build().unwrap();
         c.connect(&m.endpoint(i).unwrap()).unwrap();
-        m.connect(i, &c.endpoint()).unwrap();
+        m.connect(i, &c.endpoint().unwrap()).unwrap();
         leaves.push(c);
     }
     (m, leaves)

@@ -43,6 +43,8 @@ pub struct Double {
     /// After this many more ops, post_send fails (a full queue).
     fail_after: Mutex<Option<usize>>,
     pub flushes: AtomicUsize,
+    /// Set when the peer "disconnected" (`disconnect`).
+    gone: Mutex<Option<std::net::SocketAddr>>,
 }
 
 impl Double {
@@ -60,6 +62,7 @@ impl Double {
             posted: AtomicUsize::new(0),
             fail_after: Mutex::new(None),
             flushes: AtomicUsize::new(0),
+            gone: Mutex::new(None),
         })
     }
 
@@ -94,6 +97,15 @@ impl Double {
                 status: WcStatus::RETRY_EXC_ERR,
                 ..Completion::default()
             });
+        }
+    }
+
+    /// The peer at `addr` disconnected: every peer's outstanding ops are
+    /// flushed, and `disconnected` names the address from now on.
+    pub fn disconnect(&self, addr: std::net::SocketAddr) {
+        *self.gone.lock() = Some(addr);
+        for peer in 0..self.peers {
+            let _ = Transport::flush(self, peer);
         }
     }
 
@@ -182,6 +194,9 @@ unsafe impl Transport for Double {
             std::thread::sleep(timeout.min(Duration::from_millis(1)));
         }
         Ok(n)
+    }
+    fn disconnected(&self, _peer: usize) -> Option<std::net::SocketAddr> {
+        *self.gone.lock()
     }
     fn flush(&self, peer: usize) -> TransportResult<()> {
         self.flushes.fetch_add(1, Relaxed);

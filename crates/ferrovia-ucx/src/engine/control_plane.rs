@@ -42,6 +42,11 @@ pub(super) struct ControlPlane {
     next_flush: u32,
     /// Goodbye flushes not yet complete (shutdown).
     goodbyes: usize,
+    /// Per peer: its goodbye flush was issued and has not completed (an
+    /// endpoint never wired up, to a peer that never answered): such an
+    /// endpoint is force-closed, which cancels what it holds; a worker
+    /// destroyed with a request pending on an endpoint aborts in UCX 1.13.
+    goodbye_pending: Vec<bool>,
 }
 
 impl ControlPlane {
@@ -72,7 +77,8 @@ impl Engine {
             | Control::Reply { from, .. }
             | Control::Revoke { from, .. }
             | Control::Ack { from, .. }
-            | Control::Goodbye { from } => from as usize,
+            | Control::Goodbye { from }
+            | Control::Handshake { from, .. } => from as usize,
         };
         if from >= self.peers.len() {
             return self.malformed("unknown sender");
@@ -96,8 +102,11 @@ impl Engine {
             Control::Reply { key, info, .. } => self.on_reply(from, key, info),
             Control::Revoke { key, .. } => self.on_revoke(from, key),
             Control::Ack { key, .. } => self.on_ack(from, key),
-            Control::Goodbye { .. } if from == self.me => self.malformed("goodbye from itself"),
+            Control::Goodbye { .. } if Some(from) == self.loopback => {
+                self.malformed("goodbye from itself")
+            }
             Control::Goodbye { .. } => self.on_goodbye(from),
+            Control::Handshake { bytes, .. } => self.on_handshake(bytes),
         }
     }
 
@@ -217,6 +226,50 @@ impl Engine {
         }
     }
 
+    /// A handshake message of a connection made by address: kept for the
+    /// transport's owner to take (`UcxTransport::take_handshake`).
+    fn on_handshake(&mut self, bytes: Vec<u8>) {
+        if self.handshakes.len() >= super::HANDSHAKES_KEPT {
+            return self.malformed("too many handshake messages");
+        }
+        self.handshakes.push_back(bytes);
+    }
+
+    /// The oldest handshake message not yet taken.
+    pub(crate) fn take_handshake(&mut self) -> Option<Vec<u8>> {
+        self.handle_events();
+        self.handshakes.pop_front()
+    }
+
+    /// Sends a handshake message to the peer of a connection made by
+    /// address (peer 0).
+    pub(crate) fn send_handshake(&mut self, bytes: Vec<u8>) {
+        let from = self.me as u32;
+        self.send_control(0, Control::Handshake { from, bytes }.encode());
+        // A send that completed inside the call left its event in this
+        // (user) thread's list: handle it before letting go of the engine.
+        self.handle_events();
+    }
+
+    /// Whether `peer` is gone: its endpoint failed (not by this side's
+    /// own flush), or it said goodbye.
+    pub(crate) fn peer_gone(&mut self, peer: usize) -> bool {
+        self.handle_events();
+        self.peers
+            .get(peer)
+            .is_some_and(|p| p.departed || p.failed.is_some_and(|s| s != ffi::UCS_ERR_CANCELED))
+    }
+
+    /// Why `peer`'s endpoint failed, if it did (not by this side's own
+    /// flush).
+    pub(crate) fn peer_failure(&mut self, peer: usize) -> Option<ffi::ucs_status_t> {
+        self.handle_events();
+        self.peers
+            .get(peer)
+            .and_then(|p| p.failed)
+            .filter(|&s| s != ffi::UCS_ERR_CANCELED)
+    }
+
     /// `peer` shut down or closed its endpoint to this side: it accesses
     /// nothing of ours any more, and nothing of ours may reach its memory
     /// (its registrations may outlive its transport).
@@ -312,6 +365,9 @@ impl Engine {
     /// The flush before a goodbye to `peer` completed.
     pub(super) fn goodbye_flushed(&mut self, peer: usize, status: ffi::ucs_status_t) {
         self.cp.goodbyes = self.cp.goodbyes.saturating_sub(1);
+        if let Some(p) = self.cp.goodbye_pending.get_mut(peer) {
+            *p = false;
+        }
         if status == ffi::UCS_OK {
             self.say_goodbye(peer);
         }
@@ -322,7 +378,7 @@ impl Engine {
     /// in flight): it stops waiting for acknowledgements from this side,
     /// which shared memory could not tell it.
     pub(super) fn say_goodbye(&mut self, peer: usize) {
-        if peer != self.me {
+        if Some(peer) != self.loopback {
             let from = self.me as u32;
             self.send_control(peer, Control::Goodbye { from }.encode());
         }
@@ -351,9 +407,10 @@ impl Engine {
             }
             self.progress_once();
         }
+        self.cp.goodbye_pending = vec![false; self.peers.len()];
         for peer in 0..self.peers.len() {
             let p = &self.peers[peer];
-            if peer == self.me || p.failed.is_some() || p.departed {
+            if Some(peer) == self.loopback || p.failed.is_some() || p.departed {
                 continue;
             }
             let t = token(GOODBYE_FLUSH, peer, 0);
@@ -361,6 +418,7 @@ impl Engine {
             // SAFETY: live endpoint, used under the engine's lock.
             let r = unsafe { ffi::ucp_ep_flush_nbx(p.ep, &param) };
             self.cp.goodbyes += 1;
+            self.cp.goodbye_pending[peer] = true;
             record(t, r);
         }
         let deadline = Instant::now() + CLOSE_GRACE;
@@ -374,6 +432,9 @@ impl Engine {
         }
         for peer in 0..self.peers.len() {
             let p = &mut self.peers[peer];
+            // A peer that said goodbye closed its side: a graceful close of
+            // a client-server endpoint would wait for it in vain.
+            let departed = p.departed;
             if p.failed.is_none() {
                 // Nothing is sent on the endpoint once its close starts.
                 p.fail(ffi::UCS_ERR_CANCELED);
@@ -385,7 +446,8 @@ impl Engine {
             }
             let ep = std::mem::replace(&mut p.ep, null_mut());
             if !ep.is_null() {
-                self.close_ep(ep, false);
+                let never_answered = self.cp.goodbye_pending.get(peer) == Some(&true);
+                self.close_ep(ep, never_answered || departed);
             }
         }
         let deadline = Instant::now() + CLOSE_GRACE;

@@ -2,6 +2,7 @@
 //! where the transport has it), failing a peer, closing endpoints.
 
 use std::ffi::c_void;
+use std::net::SocketAddr;
 use std::ptr::null_mut;
 
 use super::Engine;
@@ -10,8 +11,17 @@ use crate::error::UcxError;
 use crate::events;
 use crate::ffi;
 use crate::peer::{Peer, RemoteKey};
+use crate::sockaddr::RawSockAddr;
 use crate::status::{Started, started};
 use crate::tag;
+
+/// Where an endpoint of a connection made by address goes.
+pub(crate) enum EpTarget<'a> {
+    /// A listener's socket address (the client side).
+    SockAddr(&'a RawSockAddr),
+    /// A client's connection request (the server side).
+    Request(ffi::ucp_conn_request_h),
+}
 
 impl Engine {
     pub(super) fn connect(&mut self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
@@ -51,10 +61,50 @@ impl Engine {
             }
         }
         self.me = me;
+        self.loopback = Some(me);
         self.addresses = addresses.to_vec();
         self.peers = eps.into_iter().map(Peer::new).collect();
         self.is_dirty = vec![false; self.peers.len()];
         log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
+        Ok(())
+    }
+
+    /// Connects this engine's one peer by address (peer 0; this side is
+    /// 0 to it too): to a listener's socket address, or from a client's
+    /// connection request (which `ucp_ep_create` releases, whatever it
+    /// returns). `addr` names the peer in errors.
+    pub(crate) fn connect_by_address(
+        &mut self,
+        target: EpTarget<'_>,
+        addr: SocketAddr,
+    ) -> Result<(), UcxError> {
+        if !self.peers.is_empty() {
+            return Err(UcxError::AlreadyConnected);
+        }
+        let mut params = match target {
+            EpTarget::SockAddr(raw) => ffi::ucp_ep_params_t {
+                field_mask: u64::from(
+                    ffi::UCP_EP_PARAM_FIELD_SOCK_ADDR | ffi::UCP_EP_PARAM_FIELD_FLAGS,
+                ),
+                flags: ffi::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+                sockaddr: raw.as_ucs(),
+                ..Default::default()
+            },
+            EpTarget::Request(request) => ffi::ucp_ep_params_t {
+                field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_CONN_REQUEST),
+                conn_request: request,
+                ..Default::default()
+            },
+        };
+        let ep = self
+            .create_ep_with(&mut params, 0, 0)
+            .map_err(|s| crate::error::addr_error("ucp_ep_create", addr, s))?;
+        self.me = 0;
+        self.loopback = None;
+        self.addresses = Vec::new();
+        self.peers = vec![Peer::new(ep)];
+        self.is_dirty = vec![false];
+        log::debug!("ucx: endpoint to {addr} created");
         Ok(())
     }
 
@@ -69,6 +119,17 @@ impl Engine {
             address: address.as_ptr().cast(),
             ..Default::default()
         };
+        self.create_ep_with(&mut params, peer, generation)
+    }
+
+    /// Creates an endpoint from `params`, with peer error handling (for
+    /// `peer`'s endpoint of `generation`) when the engine uses it.
+    fn create_ep_with(
+        &mut self,
+        params: &mut ffi::ucp_ep_params_t,
+        peer: usize,
+        generation: u32,
+    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
         if self.detect_failures {
             params.field_mask |= u64::from(
                 ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -79,8 +140,9 @@ impl Engine {
         }
         let mut ep = null_mut();
         // SAFETY: valid worker, params and out-pointer; UCX copies the
-        // address during the call.
-        let status = unsafe { ffi::ucp_ep_create(self.worker, &params, &mut ep) };
+        // address (worker or socket address) during the call, and a
+        // connection request in `params` is live and released by the call.
+        let status = unsafe { ffi::ucp_ep_create(self.worker, params, &mut ep) };
         if status == ffi::UCS_OK {
             Ok(ep)
         } else {
@@ -121,11 +183,18 @@ impl Engine {
         self.stop_peer(peer, status, true);
     }
 
+    /// The endpoint to `peer` failed (UCX's error handler): no goodbye,
+    /// which a dead endpoint would hold forever.
+    pub(super) fn lose_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+        self.stop_peer(peer, status, false);
+    }
+
     fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t, goodbye: bool) {
         if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
         }
-        if goodbye {
+        // A peer that said goodbye has closed its side: nothing to tell.
+        if goodbye && !self.peers[peer].departed {
             self.say_goodbye(peer);
         }
         let p = &mut self.peers[peer];
