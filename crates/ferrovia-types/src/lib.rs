@@ -14,13 +14,16 @@
 //!   says, on every transport.
 //! - [`CompletionError`]: a request that completed with an error status.
 //! - [`page_size`].
-#![deny(unsafe_code)] // one audited exception: `page::page_size` calls sysconf
+//! - [`RawSockAddr`]: a socket address in C's `sockaddr_storage` form,
+//!   for the connection layers of both backends.
+#![deny(unsafe_code)] // audited exceptions: `page` (sysconf), `sock_addr` (C layouts)
 
 mod access;
 mod completion_error;
 mod opcode;
 mod page;
 mod sge;
+mod sock_addr;
 mod wc_status;
 
 pub use access::AccessFlags;
@@ -28,4 +31,5 @@ pub use completion_error::CompletionError;
 pub use opcode::WcOpcode;
 pub use page::page_size;
 pub use sge::Sge;
+pub use sock_addr::RawSockAddr;
 pub use wc_status::{WcClass, WcStatus};

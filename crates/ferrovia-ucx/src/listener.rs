@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use crate::context::UcxContext;
 use crate::error::{UcxError, addr_error, check};
 use crate::ffi;
-use crate::sockaddr::{RawSockAddr, from_storage};
+use crate::sockaddr::{RawSockAddr, as_ucs, from_storage};
 
 /// The longest the listener sleeps on its worker's event fd before it
 /// looks again (connection requests arrive through UCX's own thread,
@@ -115,7 +115,7 @@ impl UcxListener {
                 ffi::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR
                     | ffi::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
             ),
-            sockaddr: raw.as_ucs(),
+            sockaddr: as_ucs(&raw),
             conn_handler: ffi::ucp_listener_conn_handler_t {
                 cb: Some(request_arrived),
                 arg: std::ptr::from_ref::<Mutex<VecDeque<usize>>>(&arrived)

@@ -11,7 +11,7 @@ use crate::error::UcxError;
 use crate::events;
 use crate::ffi;
 use crate::peer::{Peer, RemoteKey};
-use crate::sockaddr::RawSockAddr;
+use crate::sockaddr::{RawSockAddr, as_ucs};
 use crate::status::{Started, started};
 use crate::tag;
 
@@ -87,7 +87,7 @@ impl Engine {
                     ffi::UCP_EP_PARAM_FIELD_SOCK_ADDR | ffi::UCP_EP_PARAM_FIELD_FLAGS,
                 ),
                 flags: ffi::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-                sockaddr: raw.as_ucs(),
+                sockaddr: as_ucs(raw),
                 ..Default::default()
             },
             EpTarget::Request(request) => ffi::ucp_ep_params_t {

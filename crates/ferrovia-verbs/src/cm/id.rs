@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ferrovia_sys as sys;
 
-use crate::cm::addr::{RawSockAddr, read_sockaddr};
+use crate::cm::addr::{RawSockAddr, read_sockaddr, sockaddr_ptr};
 use crate::cm::channel::EventChannel;
 use crate::cm::error::{CmError, CmResult, call_error, check_call, cm_lib, cm_loaded};
 
@@ -144,9 +144,9 @@ impl CmId {
     }
 
     pub(crate) fn bind(&mut self, addr: SocketAddr) -> CmResult<()> {
-        let mut sa = RawSockAddr::new(&addr);
+        let sa = RawSockAddr::new(&addr);
         // SAFETY: a live id we own exclusively and an address it copies.
-        let ret = unsafe { cm_lib()?.rdma_bind_addr(self.as_ptr(), sa.as_mut_ptr()) };
+        let ret = unsafe { cm_lib()?.rdma_bind_addr(self.as_ptr(), sockaddr_ptr(&sa)) };
         check_call("rdma_bind_addr", addr, ret)
     }
 
@@ -164,13 +164,13 @@ impl CmId {
         dst: SocketAddr,
         timeout_ms: i32,
     ) -> CmResult<()> {
-        let mut src = src.map(|s| RawSockAddr::new(&s));
-        let mut dst_raw = RawSockAddr::new(&dst);
-        let src_ptr = src.as_mut().map_or(null_mut(), RawSockAddr::as_mut_ptr);
+        let src = src.map(|s| RawSockAddr::new(&s));
+        let dst_raw = RawSockAddr::new(&dst);
+        let src_ptr = src.as_ref().map_or(null_mut(), sockaddr_ptr);
         // SAFETY: a live id we own exclusively; the addresses are copied
         // during the call.
         let ret = unsafe {
-            cm_lib()?.rdma_resolve_addr(self.as_ptr(), src_ptr, dst_raw.as_mut_ptr(), timeout_ms)
+            cm_lib()?.rdma_resolve_addr(self.as_ptr(), src_ptr, sockaddr_ptr(&dst_raw), timeout_ms)
         };
         if ret == 0 {
             return Ok(());
