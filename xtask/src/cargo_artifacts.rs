@@ -53,6 +53,12 @@ impl Program {
         }
     }
 
+    pub(crate) fn package(self) -> &'static str {
+        match self {
+            Program::Example { package, .. } | Program::Bin { package, .. } => package,
+        }
+    }
+
     /// The cargo build arguments, JSON messages included.
     fn build_args(self) -> [&'static str; 6] {
         let (package, kind, name) = match self {

@@ -272,8 +272,8 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
             transports,
         } => bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), transports),
         Command::Layering => layering::command(),
-        Command::TwoHost => two_host::command(),
-        Command::TwoHostByAddress => two_host_by_address::command(),
+        Command::TwoHost => two_host::EXCHANGE.command(),
+        Command::TwoHostByAddress => two_host_by_address::BY_ADDRESS.command(),
     }
 }
 

@@ -244,11 +244,11 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
         counts.two_host_skipped = true;
         return Ok(());
     }
-    let (tally, exchange) = two_host::run(built.rank_program.as_deref());
+    let (tally, exchange) = two_host::EXCHANGE.run(built.rank_program.as_deref());
     counts.two_host = tally;
 
     steps.next(two_host_by_address::TITLE);
-    let (tally, by_address) = two_host_by_address::run(built.accept_clients.as_deref());
+    let (tally, by_address) = two_host_by_address::BY_ADDRESS.run(built.accept_clients.as_deref());
     counts.two_host += tally;
     exchange.and(by_address)
 }

@@ -6,12 +6,13 @@
 //! tests run without a VM, and a second machine is not at hand).
 //!
 //! `xtask two-host` (hidden) builds `ferrovia-rank` and runs the step alone.
+//! [`PairTest`] is the part every two-VM test shares.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cargo_artifacts::{self, RANK};
+use crate::cargo_artifacts::{self, Program, RANK};
 use crate::failure::{Failure, Result};
 use crate::libtest::Tally;
 use crate::vm::{self, VmOptions};
@@ -59,56 +60,92 @@ fn guest_command(program: &Path) -> Vec<OsString> {
     command
 }
 
-/// Runs the test with `program` (`ferrovia-rank`; `None`: it was not
-/// built). Returns one passed or one failed test with the verdict.
-pub(crate) fn run(program: Option<&Path>) -> (Tally, Result<()>) {
-    let result = run_pair(program);
-    let tally = Tally {
-        passed: u64::from(result.is_ok()),
-        failed: u64::from(result.is_err()),
-        ignored: 0,
-    };
-    (tally, result)
+/// A test that runs one program in each of two VMs joined by a wire.
+pub(crate) struct PairTest {
+    /// What failures call it.
+    pub(crate) name: &'static str,
+    /// The step's title in `cargo xtask test`.
+    pub(crate) title: &'static str,
+    /// The program, which `cargo test --no-run` builds.
+    pub(crate) program: Program,
+    /// The hidden `xtask` subcommand that runs it alone.
+    pub(crate) subcommand: &'static str,
+    /// What each guest runs, given the program's path.
+    pub(crate) guest_command: fn(&Path) -> Vec<OsString>,
+    /// The whole run, pair boot included.
+    pub(crate) timeout: Duration,
 }
 
-fn run_pair(program: Option<&Path>) -> Result<()> {
-    let program = program.filter(|p| p.is_file()).ok_or_else(|| {
-        Failure::new(format!(
-            "the two-host RoCE test needs ferrovia-rank, which `cargo test --no-run` did not \
-             build (missing {}; it comes with package ferrovia-node)",
-            program.map_or_else(
-                || "target/debug/ferrovia-rank".into(),
-                |p| p.display().to_string()
-            )
-        ))
-    })?;
-    let mut options = VmOptions::new(guest_command(program));
-    options.hosts = 2;
-    options.timeout = TIMEOUT;
-    match vm::run(&options) {
-        Ok(0) => Ok(()),
-        Ok(status) => Err(Failure::with_status(
-            format!("two-host RoCE test failed: ferrovia-rank exchange {ITERS} exited {status}"),
-            status,
-        )),
-        Err(failure) => Err(failure.context("two-host RoCE test")),
-    }
-}
+/// This module's test: `ferrovia-rank exchange` as two ranks.
+pub(crate) const EXCHANGE: PairTest = PairTest {
+    name: "two-host RoCE test",
+    title: TITLE,
+    program: RANK,
+    subcommand: "two-host",
+    guest_command,
+    timeout: TIMEOUT,
+};
 
-/// `xtask two-host` (hidden): builds `ferrovia-rank` and runs the test.
-pub(crate) fn command() -> Result<u8> {
-    workspace::enter_root()?;
-    deps::ensure(deps::ALL)?;
-    if let Some(reason) = skip_reason() {
-        say!("xtask two-host: {reason}");
-        return Ok(0);
+impl PairTest {
+    /// Runs the test with `program` (`None`: it was not built). Returns
+    /// one passed or one failed test with the verdict.
+    pub(crate) fn run(&self, program: Option<&Path>) -> (Tally, Result<()>) {
+        let result = self.run_pair(program);
+        let tally = Tally {
+            passed: u64::from(result.is_ok()),
+            failed: u64::from(result.is_err()),
+            ignored: 0,
+        };
+        (tally, result)
     }
-    let program = cargo_artifacts::build_program(RANK, false)?;
-    say!("xtask two-host: {TITLE}");
-    let (_, result) = run(Some(&program));
-    result?;
-    say!("xtask two-host: 1 passed");
-    Ok(0)
+
+    fn run_pair(&self, program: Option<&Path>) -> Result<()> {
+        let program = program.filter(|p| p.is_file()).ok_or_else(|| {
+            Failure::new(format!(
+                "the {} needs {}, which `cargo test --no-run` did not build ({}; it comes \
+                 with package {})",
+                self.name,
+                self.program.name(),
+                program.map_or_else(
+                    || "not among the artifacts".into(),
+                    |p| format!("missing {}", p.display())
+                ),
+                self.program.package(),
+            ))
+        })?;
+        let mut options = VmOptions::new((self.guest_command)(program));
+        options.hosts = 2;
+        options.timeout = self.timeout;
+        match vm::run(&options) {
+            Ok(0) => Ok(()),
+            Ok(status) => Err(Failure::with_status(
+                format!(
+                    "{} failed: {} exited {status}",
+                    self.name,
+                    self.program.name()
+                ),
+                status,
+            )),
+            Err(failure) => Err(failure.context(self.name)),
+        }
+    }
+
+    /// `xtask SUBCOMMAND` (hidden): builds the program and runs the test.
+    pub(crate) fn command(&self) -> Result<u8> {
+        let sub = self.subcommand;
+        workspace::enter_root()?;
+        deps::ensure(deps::ALL)?;
+        if let Some(reason) = skip_reason() {
+            say!("xtask {sub}: {reason}");
+            return Ok(0);
+        }
+        let program = cargo_artifacts::build_program(self.program, false)?;
+        say!("xtask {sub}: {}", self.title);
+        let (_, result) = self.run(Some(&program));
+        result?;
+        say!("xtask {sub}: 1 passed");
+        Ok(0)
+    }
 }
 
 #[cfg(test)]
@@ -148,11 +185,12 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_one_failed_test() {
-        let (tally, result) = run(Some(Path::new("/nonexistent/ferrovia-rank")));
+        let (tally, result) = EXCHANGE.run(Some(Path::new("/nonexistent/ferrovia-rank")));
         assert_eq!((tally.passed, tally.failed), (0, 1));
         let message = result.unwrap_err().to_string();
         assert!(message.contains("/nonexistent/ferrovia-rank"), "{message}");
-        let (tally, _) = run(None);
+        let (tally, result) = EXCHANGE.run(None);
+        assert!(result.unwrap_err().to_string().contains("ferrovia-node"));
         assert_eq!(tally.failed, 1);
     }
 }

@@ -13,11 +13,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cargo_artifacts::{self, Program};
-use crate::failure::{Failure, Result};
-use crate::libtest::Tally;
-use crate::vm::{self, VmOptions};
-use crate::{deps, two_host, workspace};
+use crate::cargo_artifacts::Program;
+use crate::two_host::PairTest;
 
 /// The step's title in `cargo xtask test`.
 pub(crate) const TITLE: &str =
@@ -48,58 +45,15 @@ fn guest_command(program: &Path) -> Vec<OsString> {
     command
 }
 
-/// Runs the test with `program` (`accept_clients`; `None`: it was not
-/// built). Returns one passed or one failed test with the verdict.
-pub(crate) fn run(program: Option<&Path>) -> (Tally, Result<()>) {
-    let result = run_pair(program);
-    let tally = Tally {
-        passed: u64::from(result.is_ok()),
-        failed: u64::from(result.is_err()),
-        ignored: 0,
-    };
-    (tally, result)
-}
-
-fn run_pair(program: Option<&Path>) -> Result<()> {
-    let program = program.filter(|p| p.is_file()).ok_or_else(|| {
-        Failure::new(format!(
-            "the two-host connection-by-address test needs the accept_clients example, which \
-             `cargo test --no-run` did not build (missing {}; it comes with package ferrovia)",
-            program.map_or_else(
-                || "target/debug/examples/accept_clients".into(),
-                |p| p.display().to_string()
-            )
-        ))
-    })?;
-    let mut options = VmOptions::new(guest_command(program));
-    options.hosts = 2;
-    options.timeout = TIMEOUT;
-    match vm::run(&options) {
-        Ok(0) => Ok(()),
-        Ok(status) => Err(Failure::with_status(
-            format!("two-host connection by address failed: accept_clients exited {status}"),
-            status,
-        )),
-        Err(failure) => Err(failure.context("two-host connection by address")),
-    }
-}
-
-/// `xtask two-host-by-address` (hidden): builds the example and runs the
-/// test.
-pub(crate) fn command() -> Result<u8> {
-    workspace::enter_root()?;
-    deps::ensure(deps::ALL)?;
-    if let Some(reason) = two_host::skip_reason() {
-        say!("xtask two-host-by-address: {reason}");
-        return Ok(0);
-    }
-    let program = cargo_artifacts::build_program(EXAMPLE, false)?;
-    say!("xtask two-host-by-address: {TITLE}");
-    let (_, result) = run(Some(&program));
-    result?;
-    say!("xtask two-host-by-address: 1 passed");
-    Ok(0)
-}
+/// The test, run like the two-host RoCE test.
+pub(crate) const BY_ADDRESS: PairTest = PairTest {
+    name: "two-host connection by address",
+    title: TITLE,
+    program: EXAMPLE,
+    subcommand: "two-host-by-address",
+    guest_command,
+    timeout: TIMEOUT,
+};
 
 #[cfg(test)]
 mod tests {
@@ -127,11 +81,11 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_one_failed_test() {
-        let (tally, result) = run(Some(Path::new("/nonexistent/accept_clients")));
+        let (tally, result) = BY_ADDRESS.run(Some(Path::new("/nonexistent/accept_clients")));
         assert_eq!((tally.passed, tally.failed), (0, 1));
         let message = result.unwrap_err().to_string();
         assert!(message.contains("/nonexistent/accept_clients"), "{message}");
-        let (tally, _) = run(None);
+        let (tally, _) = BY_ADDRESS.run(None);
         assert_eq!(tally.failed, 1);
     }
 }
