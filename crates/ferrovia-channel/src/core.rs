@@ -9,13 +9,17 @@ use ferrovia_types::WcStatus;
 
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
-use crate::op::Completion;
+use crate::op::{Completion, SendOp};
+use crate::post::{CHUNK, EMPTY_OP};
 use crate::request::MAX_ELEMENTS;
 use crate::slots::{ANY_PEER, Look, RawBuf, Slots, Taken, wr_id};
 use crate::transport::Transport;
 
 /// Completions routed per progress call.
 const BATCH: usize = 32;
+
+/// Busy-polling rounds per read of the clock (a power of two).
+const CLOCK_EVERY: u32 = 32;
 
 /// The shared engine of [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel) and anything built on them.
@@ -47,6 +51,9 @@ pub(crate) struct EngineState {
     pub(crate) shared_broken: bool,
     /// Where polled completions land: kept, so polling zeroes nothing.
     batch: [Completion; BATCH],
+    /// Where posting builds the ops of one doorbell: kept, so posting
+    /// neither clears nor copies a whole op first.
+    pub(crate) ops: [SendOp; CHUNK],
 }
 
 /// An open scope over an engine; closes it when dropped (also when the
@@ -91,6 +98,7 @@ impl ChannelCore {
                 broken: vec![false; peers],
                 shared_broken: false,
                 batch: [Completion::default(); BATCH],
+                ops: [EMPTY_OP; CHUNK],
             }),
             scope_open: Cell::new(false),
             send_depth,
@@ -183,14 +191,23 @@ impl ChannelCore {
     /// futures of owned requests that completed). Returns how many
     /// arrived.
     pub fn progress(&self) -> TransportResult<usize> {
-        let n = {
+        let (n, wake) = {
             let mut st = self.state();
-            let n = self.transport.poll(&mut st.batch)?;
-            st.route(n);
-            n
+            self.poll_route(&mut st)?
         };
-        self.wake_routed();
+        if wake {
+            self.wake_routed();
+        }
         Ok(n)
+    }
+
+    /// Polls the transport once into the batch and routes what arrived,
+    /// under the caller's borrow; (how many, whether wakers are due: call
+    /// [`ChannelCore::wake_routed`] once the borrow ends).
+    fn poll_route(&self, st: &mut EngineState) -> TransportResult<(usize, bool)> {
+        let n = self.transport.poll(&mut st.batch)?;
+        st.route(n);
+        Ok((n, !st.slots.owned.to_wake.is_empty()))
     }
 
     /// Wakes the futures whose owned requests were routed, once the state
@@ -213,7 +230,6 @@ impl ChannelCore {
         }
     }
 
-    /// Sleeps until something arrives or `timeout` passes; routes it.
     /// Shared receives posted and not yet reported.
     pub(crate) fn shared_posted(&self) -> usize {
         self.state().slots.outstanding_shared as usize
@@ -233,14 +249,17 @@ impl ChannelCore {
         self.transport.shared_limit_reached()
     }
 
+    /// Sleeps until something arrives or `timeout` passes; routes it.
     pub(crate) fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
-        let n = {
+        let (n, wake) = {
             let mut st = self.state();
             let n = self.transport.wait(&mut st.batch, timeout)?;
             st.route(n);
-            n
+            (n, !st.slots.owned.to_wake.is_empty())
         };
-        self.wake_routed();
+        if wake {
+            self.wake_routed();
+        }
         Ok(n)
     }
 
@@ -252,11 +271,16 @@ impl ChannelCore {
         poll_first: bool,
         bufs: &mut [RawBuf; MAX_ELEMENTS],
     ) -> TransportResult<Option<Taken>> {
-        if poll_first {
-            self.progress()?;
+        // One borrow for the poll, the routing and the look.
+        let (look, wake) = {
+            let mut st = self.state();
+            let wake = poll_first && self.poll_route(&mut st)?.1;
+            (st.slots.take(t.index, t.epoch, bufs), wake)
+        };
+        if wake {
+            self.wake_routed();
         }
-        let mut st = self.state();
-        match st.slots.take(t.index, t.epoch, bufs) {
+        match look {
             Look::Done(taken) => Ok(Some(taken)),
             Look::Pending => Ok(None),
             // Cannot happen through a handle, which is consumed by taking
@@ -285,12 +309,20 @@ impl ChannelCore {
         // A receive from the shared pool has no peer until it completes.
         let pooled = peer == ANY_PEER;
         let peer = peer as usize;
+        let mut spins = 0u32;
         loop {
             if let Some(done) = self.try_take(t, spin, bufs)? {
                 return Ok(done);
             }
             if !pooled && self.is_broken(peer) {
                 return self.settle_broken(t, peer, bufs);
+            }
+            // A busy poll reads the clock only every few rounds: a read
+            // costs more than a poll that finds nothing.
+            spins = spins.wrapping_add(1);
+            if spin && !spins.is_multiple_of(CLOCK_EVERY) {
+                std::hint::spin_loop();
+                continue;
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {

@@ -167,6 +167,7 @@ impl Slots {
     /// epoch). `bufs` are what a receive or read hands back; a `detached`
     /// request has no handle and frees its slot when it completes. The
     /// caller made sure a slot is free (`free_count`).
+    #[inline]
     pub(crate) fn alloc(
         &mut self,
         peer: usize,
@@ -262,6 +263,7 @@ impl Slots {
         self.release(index);
     }
 
+    #[inline]
     pub(crate) fn release(&mut self, index: u32) {
         let m = &mut self.meta[index as usize];
         if m.owned {
@@ -279,6 +281,7 @@ impl Slots {
 
     /// Records a completion. A send completion also completes the
     /// unsignalled sends posted before it to the same peer.
+    #[inline]
     pub(crate) fn route(&mut self, c: &Completion) {
         let (index, epoch) = split(c.wr_id);
         let Some(m) = self.meta.get(index as usize) else {
@@ -298,22 +301,38 @@ impl Slots {
                 self.finish(index, c);
             }
             Queue::Send => {
+                let mut retired = 0;
                 while let Some(earlier) = self.send_rings[peer].pop_front() {
-                    self.outstanding_send[peer] -= 1;
+                    retired += 1;
                     if earlier == index {
                         break;
                     }
-                    let done = Completion {
-                        wr_id: wr_id(earlier, self.meta[earlier as usize].epoch),
-                        ..Completion::default()
-                    };
-                    self.finish(earlier, &done);
+                    self.finish_unsignalled(earlier);
                 }
+                self.outstanding_send[peer] -= retired;
                 self.finish(index, c);
             }
         }
     }
 
+    /// An unsignalled send completed by a later signalled one: a success.
+    /// Most are list requests without a handle, freed at once (nobody
+    /// reads their completion).
+    #[inline]
+    fn finish_unsignalled(&mut self, index: u32) {
+        let m = &self.meta[index as usize];
+        if m.detached && !m.owned {
+            self.release(index);
+        } else {
+            let done = Completion {
+                wr_id: wr_id(index, m.epoch),
+                ..Completion::default()
+            };
+            self.finish(index, &done);
+        }
+    }
+
+    #[inline]
     fn finish(&mut self, index: u32, c: &Completion) {
         let m = &mut self.meta[index as usize];
         // The sender: the transport's word for a shared receive, the
@@ -340,6 +359,7 @@ impl Slots {
     }
 
     /// The state of the slot a handle refers to, if it still does.
+    #[inline]
     pub(crate) fn state(&self, index: u32, epoch: u32) -> Option<State> {
         let m = &self.meta[index as usize];
         (m.epoch == epoch && m.state != State::Free).then_some(m.state)
@@ -348,6 +368,7 @@ impl Slots {
     /// Takes a handle's completion if it arrived, copying its hand-back
     /// buffers (receives and reads only) into `bufs`, and releases the
     /// slot.
+    #[inline]
     pub(crate) fn take(
         &mut self,
         index: u32,
