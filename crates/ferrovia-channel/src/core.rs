@@ -114,6 +114,7 @@ impl ChannelCore {
         self.send_depth.len()
     }
 
+    #[inline]
     pub(crate) fn state(&self) -> RefMut<'_, EngineState> {
         self.state.borrow_mut()
     }
@@ -265,6 +266,7 @@ impl ChannelCore {
 
     /// The completion of `t` if it has arrived (consumes it; hand-back
     /// buffers go to `bufs`), after one poll of the transport.
+    #[inline]
     pub(crate) fn try_take(
         &self,
         t: Ticket,
@@ -293,6 +295,7 @@ impl ChannelCore {
 
     /// Waits for `t` up to `timeout`, sleeping (`spin == false`) or busy
     /// polling.
+    #[inline]
     pub(crate) fn wait_for(
         &self,
         t: Ticket,
@@ -301,9 +304,22 @@ impl ChannelCore {
         bufs: &mut [RawBuf; MAX_ELEMENTS],
     ) -> TransportResult<Taken> {
         // The clock is read only once the first look found nothing.
-        if let Some(done) = self.try_take(t, true, bufs)? {
-            return Ok(done);
+        match self.try_take(t, true, bufs)? {
+            Some(done) => Ok(done),
+            None => self.wait_longer(t, timeout, spin, bufs),
         }
+    }
+
+    /// [`ChannelCore::wait_for`] once the first look found nothing.
+    #[cold]
+    #[inline(never)]
+    fn wait_longer(
+        &self,
+        t: Ticket,
+        timeout: Duration,
+        spin: bool,
+        bufs: &mut [RawBuf; MAX_ELEMENTS],
+    ) -> TransportResult<Taken> {
         let start = Instant::now();
         let peer = self.state().slots.meta[t.index as usize].peer;
         // A receive from the shared pool has no peer until it completes.

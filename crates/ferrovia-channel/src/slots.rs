@@ -5,7 +5,6 @@
 //! slot); a completion and a receive's hand-back buffers live in arrays of
 //! their own, read only when a handle takes them.
 
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 
 use ferrovia_types::{CompletionError, Sge, WcStatus};
@@ -13,6 +12,7 @@ use ferrovia_types::{CompletionError, Sge, WcStatus};
 use crate::op::Completion;
 use crate::owned_slots::OwnedSlots;
 use crate::request::MAX_ELEMENTS;
+use crate::ring::SendRing;
 
 /// A borrowed buffer a receive or read will hand back: raw because the
 /// borrow (`&'env mut [u8]`) was moved into the request.
@@ -90,7 +90,7 @@ pub(crate) struct Slots {
     bufs: Vec<[RawBuf; MAX_ELEMENTS]>,
     free: Vec<u32>,
     /// Per peer: send slots in posting order (completions arrive in it).
-    send_rings: Vec<VecDeque<u32>>,
+    send_rings: Vec<SendRing>,
     pub(crate) outstanding_send: Vec<u32>,
     pub(crate) outstanding_recv: Vec<u32>,
     /// Receives posted to the shared pool and not yet completed.
@@ -137,10 +137,7 @@ impl Slots {
             done: vec![Completion::default(); cap as usize],
             bufs: vec![[RawBuf::default(); MAX_ELEMENTS]; cap as usize],
             free: (0..cap).rev().collect(),
-            send_rings: send_depths
-                .iter()
-                .map(|&d| VecDeque::with_capacity(d as usize))
-                .collect(),
+            send_rings: send_depths.iter().map(|&d| SendRing::new(d)).collect(),
             outstanding_send: vec![0; send_depths.len()],
             outstanding_recv: vec![0; recv_depths.len()],
             outstanding_shared: 0,
@@ -251,10 +248,7 @@ impl Slots {
         let peer = m.peer as usize;
         match m.queue {
             Queue::Send => {
-                let ring = &mut self.send_rings[peer];
-                if let Some(pos) = ring.iter().rposition(|&i| i == index) {
-                    ring.remove(pos);
-                }
+                self.send_rings[peer].remove_newest(index);
                 self.outstanding_send[peer] -= 1;
             }
             Queue::Recv => self.outstanding_recv[peer] -= 1,
@@ -271,12 +265,17 @@ impl Slots {
             // given up on): the engine hands its buffer on, never frees it
             // under the device.
             m.owned = false;
-            self.owned.release(index, self.done[index as usize]);
+            self.release_owned(index);
         }
         let m = &mut self.meta[index as usize];
         m.state = State::Free;
         m.nbufs = 0;
         self.free.push(index);
+    }
+
+    #[inline(never)]
+    fn release_owned(&mut self, index: u32) {
+        self.owned.release(index, self.done[index as usize]);
     }
 
     /// Records a completion. A send completion also completes the
@@ -292,14 +291,8 @@ impl Slots {
         }
         let peer = m.peer as usize;
         match m.queue {
-            Queue::Recv => {
-                self.outstanding_recv[peer] -= 1;
-                self.finish(index, c);
-            }
-            Queue::Shared => {
-                self.outstanding_shared -= 1;
-                self.finish(index, c);
-            }
+            Queue::Recv => self.outstanding_recv[peer] -= 1,
+            Queue::Shared => self.outstanding_shared -= 1,
             Queue::Send => {
                 let mut retired = 0;
                 while let Some(earlier) = self.send_rings[peer].pop_front() {
@@ -310,9 +303,9 @@ impl Slots {
                     self.finish_unsignalled(earlier);
                 }
                 self.outstanding_send[peer] -= retired;
-                self.finish(index, c);
             }
         }
+        self.finish(index, c);
     }
 
     /// An unsignalled send completed by a later signalled one: a success.
@@ -324,12 +317,18 @@ impl Slots {
         if m.detached && !m.owned {
             self.release(index);
         } else {
-            let done = Completion {
-                wr_id: wr_id(index, m.epoch),
-                ..Completion::default()
-            };
-            self.finish(index, &done);
+            self.finish_success(index);
         }
+    }
+
+    /// Records a success for the request in slot `index`.
+    #[inline(never)]
+    fn finish_success(&mut self, index: u32) {
+        let done = Completion {
+            wr_id: wr_id(index, self.meta[index as usize].epoch),
+            ..Completion::default()
+        };
+        self.finish(index, &done);
     }
 
     #[inline]
