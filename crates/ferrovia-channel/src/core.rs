@@ -11,8 +11,7 @@ use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, SendOp};
 use crate::post::{CHUNK, EMPTY_OP};
-use crate::request::MAX_ELEMENTS;
-use crate::slots::{ANY_PEER, Look, RawBuf, Slots, Taken, wr_id};
+use crate::slots::{ANY_PEER, Landing, Look, Slots, wr_id};
 use crate::transport::Transport;
 
 /// Completions routed per progress call.
@@ -264,27 +263,27 @@ impl ChannelCore {
         Ok(n)
     }
 
-    /// The completion of `t` if it has arrived (consumes it; hand-back
-    /// buffers go to `bufs`), after one poll of the transport.
+    /// Takes the completion of `t` into `out` if it has arrived (true),
+    /// after one poll of the transport.
     #[inline]
     pub(crate) fn try_take(
         &self,
         t: Ticket,
         poll_first: bool,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Option<Taken>> {
+        out: &mut Landing,
+    ) -> TransportResult<bool> {
         // One borrow for the poll, the routing and the look.
         let (look, wake) = {
             let mut st = self.state();
             let wake = poll_first && self.poll_route(&mut st)?.1;
-            (st.slots.take(t.index, t.epoch, bufs), wake)
+            (st.slots.take(t.index, t.epoch, out), wake)
         };
         if wake {
             self.wake_routed();
         }
         match look {
-            Look::Done(taken) => Ok(Some(taken)),
-            Look::Pending => Ok(None),
+            Look::Done => Ok(true),
+            Look::Pending => Ok(false),
             // Cannot happen through a handle, which is consumed by taking
             // its completion, and whose slot only its scope's drain frees.
             Look::Gone => Err(TransportError::Config(
@@ -301,13 +300,13 @@ impl ChannelCore {
         t: Ticket,
         timeout: Duration,
         spin: bool,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Taken> {
+        out: &mut Landing,
+    ) -> TransportResult<()> {
         // The clock is read only once the first look found nothing.
-        match self.try_take(t, true, bufs)? {
-            Some(done) => Ok(done),
-            None => self.wait_longer(t, timeout, spin, bufs),
+        if self.try_take(t, true, out)? {
+            return Ok(());
         }
+        self.wait_longer(t, timeout, spin, out)
     }
 
     /// [`ChannelCore::wait_for`] once the first look found nothing.
@@ -318,8 +317,8 @@ impl ChannelCore {
         t: Ticket,
         timeout: Duration,
         spin: bool,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Taken> {
+        out: &mut Landing,
+    ) -> TransportResult<()> {
         let start = Instant::now();
         let peer = self.state().slots.meta[t.index as usize].peer;
         // A receive from the shared pool has no peer until it completes.
@@ -327,11 +326,11 @@ impl ChannelCore {
         let peer = peer as usize;
         let mut spins = 0u32;
         loop {
-            if let Some(done) = self.try_take(t, spin, bufs)? {
-                return Ok(done);
+            if self.try_take(t, spin, out)? {
+                return Ok(());
             }
             if !pooled && self.is_broken(peer) {
-                return self.settle_broken(t, peer, bufs);
+                return self.settle_broken(t, peer, out);
             }
             // A busy poll reads the clock only every few rounds: a read
             // costs more than a poll that finds nothing.
@@ -362,17 +361,12 @@ impl ChannelCore {
     /// the transport has is polled first), else with
     /// [`TransportError::Broken`]. The request stays in the scope, whose
     /// drain collects or flushes it.
-    fn settle_broken(
-        &self,
-        t: Ticket,
-        peer: usize,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Taken> {
+    fn settle_broken(&self, t: Ticket, peer: usize, out: &mut Landing) -> TransportResult<()> {
         while self.progress()? == BATCH {}
-        match self.try_take(t, false, bufs)? {
-            Some(done) => Ok(done),
-            None => Err(TransportError::Broken { peer }),
+        if self.try_take(t, false, out)? {
+            return Ok(());
         }
+        Err(TransportError::Broken { peer })
     }
 
     pub(crate) fn detach(&self, t: Ticket) {

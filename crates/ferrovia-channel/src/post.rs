@@ -169,8 +169,10 @@ impl ChannelCore {
         }
     }
 
-    /// Posts one send-queue request (signalled).
-    #[inline]
+    /// Posts one send-queue request (signalled). Inlined into each kind's
+    /// post, so the request's fields go to the op without a `SendSpec` in
+    /// memory between them.
+    #[inline(always)]
     pub(crate) fn post_send(
         &self,
         peer: usize,

@@ -69,16 +69,30 @@ pub(crate) struct Meta {
     pub(crate) owned: bool,
 }
 
-/// A completed request taken out of its slot: its completion, and how
-/// many hand-back buffers were copied out.
-pub(crate) struct Taken {
+/// Where a handle's completion lands when it is taken: the completion,
+/// and the hand-back buffers of a receive or read (the first `nbufs`).
+/// It lives in the waiting handle's frame and is written once, by
+/// [`Slots::take`], rather than returned through every layer.
+pub(crate) struct Landing {
     pub(crate) completion: Completion,
     pub(crate) nbufs: usize,
+    pub(crate) bufs: [RawBuf; MAX_ELEMENTS],
+}
+
+impl Landing {
+    pub(crate) fn new() -> Landing {
+        Landing {
+            completion: Completion::default(),
+            nbufs: 0,
+            bufs: [RawBuf::default(); MAX_ELEMENTS],
+        }
+    }
 }
 
 /// What a handle finds in its slot.
 pub(crate) enum Look {
-    Done(Taken),
+    /// Completed: taken into the landing, and the slot released.
+    Done,
     Pending,
     /// Released already (cannot happen through a live handle).
     Gone,
@@ -164,7 +178,7 @@ impl Slots {
     /// epoch). `bufs` are what a receive or read hands back; a `detached`
     /// request has no handle and frees its slot when it completes. The
     /// caller made sure a slot is free (`free_count`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(
         &mut self,
         peer: usize,
@@ -364,28 +378,21 @@ impl Slots {
         (m.epoch == epoch && m.state != State::Free).then_some(m.state)
     }
 
-    /// Takes a handle's completion if it arrived, copying its hand-back
-    /// buffers (receives and reads only) into `bufs`, and releases the
+    /// Takes a handle's completion if it arrived, with its hand-back
+    /// buffers (receives and reads only), into `out`, and releases the
     /// slot.
     #[inline]
-    pub(crate) fn take(
-        &mut self,
-        index: u32,
-        epoch: u32,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> Look {
+    pub(crate) fn take(&mut self, index: u32, epoch: u32, out: &mut Landing) -> Look {
         match self.state(index, epoch) {
             Some(State::Done) => {
                 let nbufs = self.meta[index as usize].nbufs as usize;
                 if nbufs > 0 {
-                    bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
+                    out.bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
                 }
-                let taken = Taken {
-                    completion: self.done[index as usize],
-                    nbufs,
-                };
+                out.nbufs = nbufs;
+                out.completion = self.done[index as usize];
                 self.release(index);
-                Look::Done(taken)
+                Look::Done
             }
             Some(State::Pending) => Look::Pending,
             Some(State::Free) | None => Look::Gone,
@@ -544,28 +551,23 @@ mod tests {
         assert_eq!(b.0, a.0);
         assert_ne!(b.1, a.1);
         assert!(s.state(a.0, a.1).is_none());
-        assert!(matches!(
-            s.take(a.0, a.1, &mut Default::default()),
-            Look::Gone
-        ));
+        assert!(matches!(s.take(a.0, a.1, &mut Landing::new()), Look::Gone));
     }
 
     #[test]
     fn taking_a_completion_releases_the_slot_once() {
         let mut s = Slots::new(&[2], &[2], 0);
         let a = s.alloc(0, Queue::Recv, &[RawBuf::default(); 2], false);
-        let mut bufs = Default::default();
-        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Pending));
+        let mut out = Landing::new();
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Pending));
         s.route(&Completion {
             wr_id: wr_id(a.0, a.1),
             byte_len: 3,
             ..Default::default()
         });
-        match s.take(a.0, a.1, &mut bufs) {
-            Look::Done(t) => assert_eq!((t.completion.byte_len, t.nbufs), (3, 2)),
-            _ => panic!("the completion was routed"),
-        }
-        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Gone));
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Done));
+        assert_eq!((out.completion.byte_len, out.nbufs), (3, 2));
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Gone));
         assert_eq!(s.pending(), 0);
     }
 }
