@@ -9,13 +9,16 @@ use ferrovia_types::WcStatus;
 
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
-use crate::op::Completion;
-use crate::request::MAX_ELEMENTS;
-use crate::slots::{ANY_PEER, Look, RawBuf, Slots, Taken, wr_id};
+use crate::op::{Completion, SendOp};
+use crate::post::{CHUNK, EMPTY_OP};
+use crate::slots::{ANY_PEER, Landing, Look, Slots, wr_id};
 use crate::transport::Transport;
 
 /// Completions routed per progress call.
 const BATCH: usize = 32;
+
+/// Busy-polling rounds per read of the clock (a power of two).
+const CLOCK_EVERY: u32 = 32;
 
 /// The shared engine of [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel) and anything built on them.
@@ -47,6 +50,9 @@ pub(crate) struct EngineState {
     pub(crate) shared_broken: bool,
     /// Where polled completions land: kept, so polling zeroes nothing.
     batch: [Completion; BATCH],
+    /// Where posting builds the ops of one doorbell: kept, so posting
+    /// neither clears nor copies a whole op first.
+    pub(crate) ops: [SendOp; CHUNK],
 }
 
 /// An open scope over an engine; closes it when dropped (also when the
@@ -91,6 +97,7 @@ impl ChannelCore {
                 broken: vec![false; peers],
                 shared_broken: false,
                 batch: [Completion::default(); BATCH],
+                ops: [EMPTY_OP; CHUNK],
             }),
             scope_open: Cell::new(false),
             send_depth,
@@ -106,6 +113,7 @@ impl ChannelCore {
         self.send_depth.len()
     }
 
+    #[inline]
     pub(crate) fn state(&self) -> RefMut<'_, EngineState> {
         self.state.borrow_mut()
     }
@@ -214,14 +222,23 @@ impl ChannelCore {
     /// futures of owned requests that completed). Returns how many
     /// arrived.
     pub fn progress(&self) -> TransportResult<usize> {
-        let n = {
+        let (n, wake) = {
             let mut st = self.state();
-            let n = self.transport.poll(&mut st.batch)?;
-            st.route(n);
-            n
+            self.poll_route(&mut st)?
         };
-        self.wake_routed();
+        if wake {
+            self.wake_routed();
+        }
         Ok(n)
+    }
+
+    /// Polls the transport once into the batch and routes what arrived,
+    /// under the caller's borrow; (how many, whether wakers are due: call
+    /// [`ChannelCore::wake_routed`] once the borrow ends).
+    fn poll_route(&self, st: &mut EngineState) -> TransportResult<(usize, bool)> {
+        let n = self.transport.poll(&mut st.batch)?;
+        st.route(n);
+        Ok((n, !st.slots.owned.to_wake.is_empty()))
     }
 
     /// Wakes the futures whose owned requests were routed, once the state
@@ -244,7 +261,6 @@ impl ChannelCore {
         }
     }
 
-    /// Sleeps until something arrives or `timeout` passes; routes it.
     /// Shared receives posted and not yet reported.
     pub(crate) fn shared_posted(&self) -> usize {
         self.state().slots.outstanding_shared as usize
@@ -264,32 +280,41 @@ impl ChannelCore {
         self.transport.shared_limit_reached()
     }
 
+    /// Sleeps until something arrives or `timeout` passes; routes it.
     pub(crate) fn wait_progress(&self, timeout: Duration) -> TransportResult<usize> {
-        let n = {
+        let (n, wake) = {
             let mut st = self.state();
             let n = self.transport.wait(&mut st.batch, timeout)?;
             st.route(n);
-            n
+            (n, !st.slots.owned.to_wake.is_empty())
         };
-        self.wake_routed();
+        if wake {
+            self.wake_routed();
+        }
         Ok(n)
     }
 
-    /// The completion of `t` if it has arrived (consumes it; hand-back
-    /// buffers go to `bufs`), after one poll of the transport.
+    /// Takes the completion of `t` into `out` if it has arrived (true),
+    /// after one poll of the transport.
+    #[inline]
     pub(crate) fn try_take(
         &self,
         t: Ticket,
         poll_first: bool,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Option<Taken>> {
-        if poll_first {
-            self.progress()?;
+        out: &mut Landing,
+    ) -> TransportResult<bool> {
+        // One borrow for the poll, the routing and the look.
+        let (look, wake) = {
+            let mut st = self.state();
+            let wake = poll_first && self.poll_route(&mut st)?.1;
+            (st.slots.take(t.index, t.epoch, out), wake)
+        };
+        if wake {
+            self.wake_routed();
         }
-        let mut st = self.state();
-        match st.slots.take(t.index, t.epoch, bufs) {
-            Look::Done(taken) => Ok(Some(taken)),
-            Look::Pending => Ok(None),
+        match look {
+            Look::Done => Ok(true),
+            Look::Pending => Ok(false),
             // Cannot happen through a handle, which is consumed by taking
             // its completion, and whose slot only its scope's drain frees.
             Look::Gone => Err(TransportError::Config(
@@ -300,28 +325,50 @@ impl ChannelCore {
 
     /// Waits for `t` up to `timeout`, sleeping (`spin == false`) or busy
     /// polling.
+    #[inline]
     pub(crate) fn wait_for(
         &self,
         t: Ticket,
         timeout: Duration,
         spin: bool,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Taken> {
+        out: &mut Landing,
+    ) -> TransportResult<()> {
         // The clock is read only once the first look found nothing.
-        if let Some(done) = self.try_take(t, true, bufs)? {
-            return Ok(done);
+        if self.try_take(t, true, out)? {
+            return Ok(());
         }
+        self.wait_longer(t, timeout, spin, out)
+    }
+
+    /// [`ChannelCore::wait_for`] once the first look found nothing.
+    #[cold]
+    #[inline(never)]
+    fn wait_longer(
+        &self,
+        t: Ticket,
+        timeout: Duration,
+        spin: bool,
+        out: &mut Landing,
+    ) -> TransportResult<()> {
         let start = Instant::now();
         let peer = self.state().slots.meta[t.index as usize].peer;
         // A receive from the shared pool has no peer until it completes.
         let pooled = peer == ANY_PEER;
         let peer = peer as usize;
+        let mut spins = 0u32;
         loop {
-            if let Some(done) = self.try_take(t, spin, bufs)? {
-                return Ok(done);
+            if self.try_take(t, spin, out)? {
+                return Ok(());
             }
             if !pooled && self.is_broken(peer) {
-                return self.settle_broken(t, peer, bufs);
+                return self.settle_broken(t, peer, out);
+            }
+            // A busy poll reads the clock only every few rounds: a read
+            // costs more than a poll that finds nothing.
+            spins = spins.wrapping_add(1);
+            if spin && !spins.is_multiple_of(CLOCK_EVERY) {
+                std::hint::spin_loop();
+                continue;
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
@@ -345,17 +392,12 @@ impl ChannelCore {
     /// the transport has is polled first), else with
     /// [`TransportError::Broken`]. The request stays in the scope, whose
     /// drain collects or flushes it.
-    fn settle_broken(
-        &self,
-        t: Ticket,
-        peer: usize,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<Taken> {
+    fn settle_broken(&self, t: Ticket, peer: usize, out: &mut Landing) -> TransportResult<()> {
         while self.progress()? == BATCH {}
-        match self.try_take(t, false, bufs)? {
-            Some(done) => Ok(done),
-            None => Err(self.broken(peer)),
+        if self.try_take(t, false, out)? {
+            return Ok(());
         }
+        Err(self.broken(peer))
     }
 
     pub(crate) fn detach(&self, t: Ticket) {

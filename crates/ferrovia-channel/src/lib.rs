@@ -77,6 +77,7 @@ mod posting;
 #[cfg(feature = "verbs")]
 mod qp_table;
 mod request;
+mod ring;
 mod scope;
 mod slots;
 mod transport;

@@ -1,6 +1,7 @@
 //! Posting: reserve queue room and slots, build the transport's ops, hand
 //! them over. Nothing here allocates.
 
+use std::cell::RefMut;
 use std::time::Instant;
 
 use ferrovia_types::Sge;
@@ -71,6 +72,7 @@ pub(crate) const EMPTY_OP: SendOp = SendOp {
 impl EngineState {
     /// Whether `peer`'s `queue` has room for `n` more requests and `n`
     /// slots are free.
+    #[inline]
     pub(crate) fn room(&self, peer: usize, queue: Queue, n: u32, depth: u32) -> bool {
         let used = match queue {
             Queue::Send => self.slots.outstanding_send[peer],
@@ -84,8 +86,41 @@ impl EngineState {
 impl ChannelCore {
     /// Waits (routing completions) until `peer`'s queue has room for `n`
     /// more requests and `n` slots are free, so allocating them cannot
-    /// fail half-way. Checks the peer first.
-    fn reserve(&self, peer: usize, queue: Queue, n: u32) -> TransportResult<()> {
+    /// fail half-way. Checks the peer first. Returns the state, still
+    /// borrowed: when there is room at once, posting borrows it only once.
+    #[inline]
+    fn reserve(
+        &self,
+        peer: usize,
+        queue: Queue,
+        n: u32,
+    ) -> TransportResult<RefMut<'_, EngineState>> {
+        // The common case, checked inline: a peer in range whose
+        // connection works, with room now.
+        let depth = match queue {
+            Queue::Send => self.send_depth.get(peer),
+            Queue::Recv => self.recv_depth.get(peer),
+            Queue::Shared => None,
+        };
+        if let Some(&depth) = depth {
+            let st = self.state();
+            if st.broken.get(peer) == Some(&false) && st.room(peer, queue, n, depth) {
+                return Ok(st);
+            }
+        }
+        self.reserve_slow(peer, queue, n)
+    }
+
+    /// [`ChannelCore::reserve`] when the common case does not hold: says
+    /// what is wrong with the peer, or waits for room.
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow(
+        &self,
+        peer: usize,
+        queue: Queue,
+        n: u32,
+    ) -> TransportResult<RefMut<'_, EngineState>> {
         let depth = match queue {
             Queue::Send => self.send_depth.get(peer),
             Queue::Recv => self.recv_depth.get(peer),
@@ -107,7 +142,7 @@ impl ChannelCore {
             let st = self.state();
             check(&st)?;
             if st.room(peer, queue, n, depth) {
-                return Ok(());
+                return Ok(st);
             }
         }
         let start = Instant::now();
@@ -129,12 +164,15 @@ impl ChannelCore {
             let st = self.state();
             check(&st)?;
             if st.room(peer, queue, n, depth) {
-                return Ok(());
+                return Ok(st);
             }
         }
     }
 
-    /// Posts one send-queue request (signalled).
+    /// Posts one send-queue request (signalled). Inlined into each kind's
+    /// post, so the request's fields go to the op without a `SendSpec` in
+    /// memory between them.
+    #[inline(always)]
     pub(crate) fn post_send(
         &self,
         peer: usize,
@@ -142,10 +180,20 @@ impl ChannelCore {
         bufs: &[RawBuf],
         scatter: &[Sge],
     ) -> TransportResult<Ticket> {
-        self.reserve(peer, Queue::Send, 1)?;
-        let mut st = self.state();
+        let mut guard = self.reserve(peer, Queue::Send, 1)?;
+        let st = &mut *guard;
         let (index, epoch) = st.slots.alloc(peer, Queue::Send, bufs, false);
-        let op = self.build_op(peer, wr_id(index, epoch), spec, scatter, true);
+        // Built in place, in the engine's own op array: no copy of an
+        // empty op first.
+        let op = &mut st.ops[0];
+        fill_op(
+            op,
+            self.max_inline[peer],
+            wr_id(index, epoch),
+            spec,
+            scatter,
+            true,
+        );
         // SAFETY: every SGE comes from a `Gather<'env>` (a shared borrow
         // of Local memory, which nothing can write while it lasts, or of
         // Shared memory, changed only atomically) or a `Scatter<'env>`
@@ -155,7 +203,7 @@ impl ChannelCore {
         // scope over it can open meanwhile (`open_scope`), and before it
         // returns it drains the core: every op is reported complete or
         // flushed, so the memory outlives the op as the contract asks.
-        if let Err(e) = unsafe { self.transport.post_send(peer, std::slice::from_ref(&op)) } {
+        if let Err(e) = unsafe { self.transport.post_send(peer, std::slice::from_ref(op)) } {
             st.slots.unpost(index);
             return Err(e);
         }
@@ -184,28 +232,44 @@ impl ChannelCore {
         let depth = self.send_depth.get(peer).copied().unwrap_or(1).max(1);
         let signal_every = (depth / 2).max(1) as usize;
         let chunk_len = CHUNK.min(depth as usize);
-        let mut ops = [EMPTY_OP; CHUNK];
         let mut tail = Ticket { index: 0, epoch: 0 };
-        let mut n = 0;
+        let mut posted = 0;
+        // Requests left until the next one signalled for the half queue.
+        let mut to_signal = signal_every;
         for chunk in wrs.chunks(chunk_len) {
-            self.reserve(peer, Queue::Send, chunk.len() as u32)?;
-            let mut st = self.state();
-            let last_chunk = n + chunk.len() == wrs.len();
-            for (i, wr) in chunk.iter().enumerate() {
+            let mut guard = self.reserve(peer, Queue::Send, chunk.len() as u32)?;
+            let st = &mut *guard;
+            let max_inline = self.max_inline[peer];
+            let last_chunk = posted + chunk.len() == wrs.len();
+            // Built in place in the engine's op array, which posting
+            // borrows with the state: nothing to clear first.
+            for (i, (wr, op)) in chunk.iter().zip(st.ops.iter_mut()).enumerate() {
                 let is_tail = last_chunk && i + 1 == chunk.len();
                 // Reserved above: a slot is free.
                 let (index, epoch) = st.slots.alloc(peer, Queue::Send, &[], !is_tail);
-                let signaled = i + 1 == chunk.len() || (n + 1) % signal_every == 0;
-                ops[i] = self.build_op(peer, wr_id(index, epoch), &wr.spec(), &[], signaled);
+                to_signal -= 1;
+                let signaled = i + 1 == chunk.len() || to_signal == 0;
+                if to_signal == 0 {
+                    to_signal = signal_every;
+                }
+                fill_op(
+                    op,
+                    max_inline,
+                    wr_id(index, epoch),
+                    &wr.spec(),
+                    &[],
+                    signaled,
+                );
                 tail = Ticket { index, epoch };
-                n += 1;
             }
+            posted += chunk.len();
+            let ops = &st.ops[..chunk.len()];
             // SAFETY: each op's SGEs come from the `Gather<'env>`s of its
             // request, borrowed until the scope over this core ends, and the
             // scope drains every op of this core before that; see
             // `post_send` for the full argument, which holds per op.
-            if let Err(e) = unsafe { self.transport.post_send(peer, &ops[..chunk.len()]) } {
-                for op in &ops[..chunk.len()] {
+            if let Err(e) = unsafe { self.transport.post_send(peer, ops) } {
+                for op in ops {
                     st.slots.unpost(op.wr_id as u32);
                 }
                 return Err(e);
@@ -214,6 +278,8 @@ impl ChannelCore {
         Ok(tail)
     }
 
+    /// A send-queue op, built by value (the owned posts, which keep their
+    /// ops apart from the engine's state).
     pub(crate) fn build_op(
         &self,
         peer: usize,
@@ -223,28 +289,14 @@ impl ChannelCore {
         signaled: bool,
     ) -> SendOp {
         let mut op = EMPTY_OP;
-        let mut total = 0u64;
-        if spec.kind.writes_locally() {
-            op.sges[..scatter.len()].copy_from_slice(scatter);
-            op.num_sge = scatter.len();
-        } else {
-            for (s, g) in op.sges.iter_mut().zip(spec.gather) {
-                *s = g.sge;
-                total += u64::from(g.sge.length());
-            }
-            op.num_sge = spec.gather.len();
-        }
-        let (remote_addr, rkey) = spec.remote.unwrap_or((0, 0));
-        op.wr_id = wr_id;
-        op.kind = spec.kind;
-        op.remote_addr = remote_addr;
-        op.rkey = rkey;
-        op.imm = spec.imm;
-        (op.compare_add, op.swap) = spec.operands;
-        op.signaled = signaled;
-        // Small payloads ride in the WQE: no DMA read of the buffer.
-        op.inline =
-            !spec.kind.writes_locally() && total > 0 && total <= u64::from(self.max_inline[peer]);
+        fill_op(
+            &mut op,
+            self.max_inline[peer],
+            wr_id,
+            spec,
+            scatter,
+            signaled,
+        );
         op
     }
 
@@ -262,10 +314,9 @@ impl ChannelCore {
             None if self.shared_depth == 0 => return Err(TransportError::NoSharedPool),
             None => (0, Queue::Shared),
         };
-        self.reserve(peer, queue, 1)?;
+        let mut st = self.reserve(peer, queue, 1)?;
         let (sges, bufs) = scatter_parts(scatter);
         let n = scatter.len;
-        let mut st = self.state();
         let (index, epoch) = st.slots.alloc(peer, queue, &bufs[..n], false);
         let op = RecvOp {
             wr_id: wr_id(index, epoch),
@@ -290,6 +341,40 @@ impl ChannelCore {
         }
         Ok(Ticket { index, epoch })
     }
+}
+
+/// Writes a send-queue op over `op`, whatever it held: every field the
+/// transport reads (the SGEs past `num_sge` are not read, and are left).
+#[inline]
+fn fill_op(
+    op: &mut SendOp,
+    max_inline: u32,
+    wr_id: u64,
+    spec: &SendSpec<'_, '_>,
+    scatter: &[Sge],
+    signaled: bool,
+) {
+    let mut total = 0u64;
+    if spec.kind.writes_locally() {
+        op.sges[..scatter.len()].copy_from_slice(scatter);
+        op.num_sge = scatter.len();
+    } else {
+        for (s, g) in op.sges.iter_mut().zip(spec.gather) {
+            *s = g.sge;
+            total += u64::from(g.sge.length());
+        }
+        op.num_sge = spec.gather.len();
+    }
+    let (remote_addr, rkey) = spec.remote.unwrap_or((0, 0));
+    op.wr_id = wr_id;
+    op.kind = spec.kind;
+    op.remote_addr = remote_addr;
+    op.rkey = rkey;
+    op.imm = spec.imm;
+    (op.compare_add, op.swap) = spec.operands;
+    op.signaled = signaled;
+    // Small payloads ride in the WQE: no DMA read of the buffer.
+    op.inline = !spec.kind.writes_locally() && total > 0 && total <= u64::from(max_inline);
 }
 
 fn scatter_parts(s: &Scatters<'_>) -> ([Sge; MAX_ELEMENTS], [RawBuf; MAX_ELEMENTS]) {

@@ -12,7 +12,7 @@ use crate::element::Scatter;
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::op::Completion;
 use crate::request::MAX_ELEMENTS;
-use crate::slots::{RawBuf, Taken};
+use crate::slots::Landing;
 
 /// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel), or a type built on a
@@ -152,43 +152,39 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
         if self.done {
             return Err(TransportError::Config("this work was already taken".into()));
         }
-        let mut raw = [RawBuf::default(); MAX_ELEMENTS];
-        match self.core.try_take(self.ticket, true, &mut raw)? {
-            Some(done) => self.finish(done, &raw).map(Some),
-            None => Ok(None),
+        let mut landing = Landing::new();
+        if !self.core.try_take(self.ticket, true, &mut landing)? {
+            return Ok(None);
         }
+        self.finish(&landing).map(Some)
     }
 
     /// Busy-polls until the request completes (lowest latency), up to the
     /// channel's operation timeout.
     pub fn spin_poll(mut self) -> TransportResult<WorkDone<'env>> {
-        let mut raw = [RawBuf::default(); MAX_ELEMENTS];
-        let done = self
-            .core
-            .wait_for(self.ticket, self.timeout, true, &mut raw)?;
-        self.finish(done, &raw)
+        let mut landing = Landing::new();
+        self.core
+            .wait_for(self.ticket, self.timeout, true, &mut landing)?;
+        self.finish(&landing)
     }
 
     /// Sleeps on the completion channel until the request completes or
     /// `timeout` passes.
     pub fn wait(mut self, timeout: Duration) -> TransportResult<WorkDone<'env>> {
-        let mut raw = [RawBuf::default(); MAX_ELEMENTS];
-        let done = self.core.wait_for(self.ticket, timeout, false, &mut raw)?;
-        self.finish(done, &raw)
+        let mut landing = Landing::new();
+        self.core
+            .wait_for(self.ticket, timeout, false, &mut landing)?;
+        self.finish(&landing)
     }
 
-    fn finish(
-        &mut self,
-        taken: Taken,
-        raw: &[RawBuf; MAX_ELEMENTS],
-    ) -> TransportResult<WorkDone<'env>> {
+    fn finish(&mut self, landing: &Landing) -> TransportResult<WorkDone<'env>> {
         self.done = true;
-        let c = taken.completion;
+        let c = landing.completion;
         if c.status != WcStatus::SUCCESS {
             return Err(self.core.failure(&c));
         }
         let mut bufs: [Option<Scatter<'env>>; MAX_ELEMENTS] = Default::default();
-        for (out, b) in bufs.iter_mut().zip(&raw[..taken.nbufs]) {
+        for (out, b) in bufs.iter_mut().zip(&landing.bufs[..landing.nbufs]) {
             // SAFETY: `b` was a `Scatter<'env>` (an `&'env mut [u8]` and its
             // key) moved into the request; the request has completed, so the
             // device no longer writes it, and its slot was released, so it

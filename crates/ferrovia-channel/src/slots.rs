@@ -5,7 +5,6 @@
 //! slot); a completion and a receive's hand-back buffers live in arrays of
 //! their own, read only when a handle takes them.
 
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 
 use ferrovia_types::{CompletionError, Sge, WcStatus};
@@ -13,6 +12,7 @@ use ferrovia_types::{CompletionError, Sge, WcStatus};
 use crate::op::Completion;
 use crate::owned_slots::OwnedSlots;
 use crate::request::MAX_ELEMENTS;
+use crate::ring::SendRing;
 
 /// A borrowed buffer a receive or read will hand back: raw because the
 /// borrow (`&'env mut [u8]`) was moved into the request.
@@ -69,16 +69,30 @@ pub(crate) struct Meta {
     pub(crate) owned: bool,
 }
 
-/// A completed request taken out of its slot: its completion, and how
-/// many hand-back buffers were copied out.
-pub(crate) struct Taken {
+/// Where a handle's completion lands when it is taken: the completion,
+/// and the hand-back buffers of a receive or read (the first `nbufs`).
+/// It lives in the waiting handle's frame and is written once, by
+/// [`Slots::take`], rather than returned through every layer.
+pub(crate) struct Landing {
     pub(crate) completion: Completion,
     pub(crate) nbufs: usize,
+    pub(crate) bufs: [RawBuf; MAX_ELEMENTS],
+}
+
+impl Landing {
+    pub(crate) fn new() -> Landing {
+        Landing {
+            completion: Completion::default(),
+            nbufs: 0,
+            bufs: [RawBuf::default(); MAX_ELEMENTS],
+        }
+    }
 }
 
 /// What a handle finds in its slot.
 pub(crate) enum Look {
-    Done(Taken),
+    /// Completed: taken into the landing, and the slot released.
+    Done,
     Pending,
     /// Released already (cannot happen through a live handle).
     Gone,
@@ -90,7 +104,7 @@ pub(crate) struct Slots {
     bufs: Vec<[RawBuf; MAX_ELEMENTS]>,
     free: Vec<u32>,
     /// Per peer: send slots in posting order (completions arrive in it).
-    send_rings: Vec<VecDeque<u32>>,
+    send_rings: Vec<SendRing>,
     pub(crate) outstanding_send: Vec<u32>,
     pub(crate) outstanding_recv: Vec<u32>,
     /// Receives posted to the shared pool and not yet completed.
@@ -137,10 +151,7 @@ impl Slots {
             done: vec![Completion::default(); cap as usize],
             bufs: vec![[RawBuf::default(); MAX_ELEMENTS]; cap as usize],
             free: (0..cap).rev().collect(),
-            send_rings: send_depths
-                .iter()
-                .map(|&d| VecDeque::with_capacity(d as usize))
-                .collect(),
+            send_rings: send_depths.iter().map(|&d| SendRing::new(d)).collect(),
             outstanding_send: vec![0; send_depths.len()],
             outstanding_recv: vec![0; recv_depths.len()],
             outstanding_shared: 0,
@@ -167,6 +178,7 @@ impl Slots {
     /// epoch). `bufs` are what a receive or read hands back; a `detached`
     /// request has no handle and frees its slot when it completes. The
     /// caller made sure a slot is free (`free_count`).
+    #[inline(always)]
     pub(crate) fn alloc(
         &mut self,
         peer: usize,
@@ -250,10 +262,7 @@ impl Slots {
         let peer = m.peer as usize;
         match m.queue {
             Queue::Send => {
-                let ring = &mut self.send_rings[peer];
-                if let Some(pos) = ring.iter().rposition(|&i| i == index) {
-                    ring.remove(pos);
-                }
+                self.send_rings[peer].remove_newest(index);
                 self.outstanding_send[peer] -= 1;
             }
             Queue::Recv => self.outstanding_recv[peer] -= 1,
@@ -262,6 +271,7 @@ impl Slots {
         self.release(index);
     }
 
+    #[inline]
     pub(crate) fn release(&mut self, index: u32) {
         let m = &mut self.meta[index as usize];
         if m.owned {
@@ -269,7 +279,7 @@ impl Slots {
             // given up on): the engine hands its buffer on, never frees it
             // under the device.
             m.owned = false;
-            self.owned.release(index, self.done[index as usize]);
+            self.release_owned(index);
         }
         let m = &mut self.meta[index as usize];
         m.state = State::Free;
@@ -277,8 +287,14 @@ impl Slots {
         self.free.push(index);
     }
 
+    #[inline(never)]
+    fn release_owned(&mut self, index: u32) {
+        self.owned.release(index, self.done[index as usize]);
+    }
+
     /// Records a completion. A send completion also completes the
     /// unsignalled sends posted before it to the same peer.
+    #[inline]
     pub(crate) fn route(&mut self, c: &Completion) {
         let (index, epoch) = split(c.wr_id);
         let Some(m) = self.meta.get(index as usize) else {
@@ -289,31 +305,47 @@ impl Slots {
         }
         let peer = m.peer as usize;
         match m.queue {
-            Queue::Recv => {
-                self.outstanding_recv[peer] -= 1;
-                self.finish(index, c);
-            }
-            Queue::Shared => {
-                self.outstanding_shared -= 1;
-                self.finish(index, c);
-            }
+            Queue::Recv => self.outstanding_recv[peer] -= 1,
+            Queue::Shared => self.outstanding_shared -= 1,
             Queue::Send => {
+                let mut retired = 0;
                 while let Some(earlier) = self.send_rings[peer].pop_front() {
-                    self.outstanding_send[peer] -= 1;
+                    retired += 1;
                     if earlier == index {
                         break;
                     }
-                    let done = Completion {
-                        wr_id: wr_id(earlier, self.meta[earlier as usize].epoch),
-                        ..Completion::default()
-                    };
-                    self.finish(earlier, &done);
+                    self.finish_unsignalled(earlier);
                 }
-                self.finish(index, c);
+                self.outstanding_send[peer] -= retired;
             }
+        }
+        self.finish(index, c);
+    }
+
+    /// An unsignalled send completed by a later signalled one: a success.
+    /// Most are list requests without a handle, freed at once (nobody
+    /// reads their completion).
+    #[inline]
+    fn finish_unsignalled(&mut self, index: u32) {
+        let m = &self.meta[index as usize];
+        if m.detached && !m.owned {
+            self.release(index);
+        } else {
+            self.finish_success(index);
         }
     }
 
+    /// Records a success for the request in slot `index`.
+    #[inline(never)]
+    fn finish_success(&mut self, index: u32) {
+        let done = Completion {
+            wr_id: wr_id(index, self.meta[index as usize].epoch),
+            ..Completion::default()
+        };
+        self.finish(index, &done);
+    }
+
+    #[inline]
     fn finish(&mut self, index: u32, c: &Completion) {
         let m = &mut self.meta[index as usize];
         // The sender: the transport's word for a shared receive, the
@@ -340,32 +372,27 @@ impl Slots {
     }
 
     /// The state of the slot a handle refers to, if it still does.
+    #[inline]
     pub(crate) fn state(&self, index: u32, epoch: u32) -> Option<State> {
         let m = &self.meta[index as usize];
         (m.epoch == epoch && m.state != State::Free).then_some(m.state)
     }
 
-    /// Takes a handle's completion if it arrived, copying its hand-back
-    /// buffers (receives and reads only) into `bufs`, and releases the
+    /// Takes a handle's completion if it arrived, with its hand-back
+    /// buffers (receives and reads only), into `out`, and releases the
     /// slot.
-    pub(crate) fn take(
-        &mut self,
-        index: u32,
-        epoch: u32,
-        bufs: &mut [RawBuf; MAX_ELEMENTS],
-    ) -> Look {
+    #[inline]
+    pub(crate) fn take(&mut self, index: u32, epoch: u32, out: &mut Landing) -> Look {
         match self.state(index, epoch) {
             Some(State::Done) => {
                 let nbufs = self.meta[index as usize].nbufs as usize;
                 if nbufs > 0 {
-                    bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
+                    out.bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
                 }
-                let taken = Taken {
-                    completion: self.done[index as usize],
-                    nbufs,
-                };
+                out.nbufs = nbufs;
+                out.completion = self.done[index as usize];
                 self.release(index);
-                Look::Done(taken)
+                Look::Done
             }
             Some(State::Pending) => Look::Pending,
             Some(State::Free) | None => Look::Gone,
@@ -524,28 +551,23 @@ mod tests {
         assert_eq!(b.0, a.0);
         assert_ne!(b.1, a.1);
         assert!(s.state(a.0, a.1).is_none());
-        assert!(matches!(
-            s.take(a.0, a.1, &mut Default::default()),
-            Look::Gone
-        ));
+        assert!(matches!(s.take(a.0, a.1, &mut Landing::new()), Look::Gone));
     }
 
     #[test]
     fn taking_a_completion_releases_the_slot_once() {
         let mut s = Slots::new(&[2], &[2], 0);
         let a = s.alloc(0, Queue::Recv, &[RawBuf::default(); 2], false);
-        let mut bufs = Default::default();
-        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Pending));
+        let mut out = Landing::new();
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Pending));
         s.route(&Completion {
             wr_id: wr_id(a.0, a.1),
             byte_len: 3,
             ..Default::default()
         });
-        match s.take(a.0, a.1, &mut bufs) {
-            Look::Done(t) => assert_eq!((t.completion.byte_len, t.nbufs), (3, 2)),
-            _ => panic!("the completion was routed"),
-        }
-        assert!(matches!(s.take(a.0, a.1, &mut bufs), Look::Gone));
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Done));
+        assert_eq!((out.completion.byte_len, out.nbufs), (3, 2));
+        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Gone));
         assert_eq!(s.pending(), 0);
     }
 }

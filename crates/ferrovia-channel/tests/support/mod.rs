@@ -270,7 +270,9 @@ pub fn registry() -> MrRegistry {
 /// through a fixed ring (no lock, no allocation). For the benches, where
 /// only ferrovia's own work should be measured. One thread at a time.
 pub struct Counting {
+    /// A power of two long, indexed by masking (no division per op).
     ring: Box<[std::sync::atomic::AtomicU64]>,
+    mask: usize,
     head: AtomicUsize,
     tail: AtomicUsize,
     pub posted: AtomicUsize,
@@ -279,10 +281,12 @@ pub struct Counting {
 
 impl Counting {
     pub fn new(depth: u32) -> Arc<Counting> {
+        let len = (4 * depth as usize).next_power_of_two();
         Arc::new(Counting {
-            ring: (0..4 * depth as usize)
+            ring: (0..len)
                 .map(|_| std::sync::atomic::AtomicU64::new(0))
                 .collect(),
+            mask: len - 1,
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             posted: AtomicUsize::new(0),
@@ -292,7 +296,7 @@ impl Counting {
 
     fn push(&self, wr_id: u64) {
         let t = self.tail.load(Relaxed);
-        self.ring[t % self.ring.len()].store(wr_id, Relaxed);
+        self.ring[t & self.mask].store(wr_id, Relaxed);
         self.tail.store(t + 1, Relaxed);
     }
 }
@@ -334,7 +338,7 @@ unsafe impl Transport for Counting {
         let (h, t) = (self.head.load(Relaxed), self.tail.load(Relaxed));
         let n = (t - h).min(out.len());
         for (i, o) in out[..n].iter_mut().enumerate() {
-            *o = ok(self.ring[(h + i) % self.ring.len()].load(Relaxed));
+            *o = ok(self.ring[(h + i) & self.mask].load(Relaxed));
         }
         self.head.store(h + n, Relaxed);
         Ok(n)
