@@ -53,7 +53,7 @@ mod reactor;
 
 pub use barrier::Barrier;
 pub use buffer::{OpBuffer, Source};
-pub use config::{AsyncConfig, Wake};
+pub use config::{AsyncConfig, DEFAULT_SPIN, Wake};
 pub use engine::Target;
 pub use error::{AsyncError, Failed};
 pub use ferrovia_channel::Returned;

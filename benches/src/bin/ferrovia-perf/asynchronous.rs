@@ -229,7 +229,20 @@ impl Bench {
                     finish(window.pop_front(), &mut reads).await?;
                 }
                 let items = (0..k).map(|_| (src.clone(), 0..size));
+                // One at a time, as a program posting one would: an
+                // operation, not a list of one.
                 match args.test.as_str() {
+                    "write_bw" if k == 1 => window.push_back(Pending::Src(self.node.write_range(
+                        0,
+                        src.clone(),
+                        0..size,
+                        remote,
+                    ))),
+                    "send_bw" if k == 1 => window.push_back(Pending::Src(self.node.send_range(
+                        0,
+                        src.clone(),
+                        0..size,
+                    ))),
                     "write_bw" => window.push_back(Pending::List(
                         self.node.write_list(0, items.map(|(s, r)| (s, r, remote))),
                     )),
@@ -264,6 +277,7 @@ impl Bench {
 
 enum Pending {
     List(ferrovia::asynchronous::OpList<Arc<ferrovia::RegisteredBuffer>>),
+    Src(ferrovia::Op<Arc<ferrovia::RegisteredBuffer>>),
     Dst(ferrovia::Op<ferrovia::RegisteredBuffer>),
 }
 
@@ -271,7 +285,7 @@ impl Pending {
     fn len(&self) -> usize {
         match self {
             Pending::List(l) => l.len(),
-            Pending::Dst(_) => 1,
+            Pending::Src(_) | Pending::Dst(_) => 1,
         }
     }
 }
@@ -283,6 +297,7 @@ async fn finish(p: Option<Pending>, reads: &mut VecDeque<ferrovia::RegisteredBuf
                 r?;
             }
         }
+        Some(Pending::Src(op)) => drop(op.await?),
         Some(Pending::Dst(op)) => reads.push_back(op.await?.into_buf()),
         None => {}
     }

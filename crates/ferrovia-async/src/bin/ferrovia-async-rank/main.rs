@@ -19,7 +19,7 @@ mod stress;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ferrovia_async::{Async, AsyncNode};
+use ferrovia_async::{Async, AsyncConfig, AsyncNode, Wake};
 use ferrovia_node::Node;
 
 /// How long any one step may take.
@@ -68,7 +68,9 @@ fn main() -> ExitCode {
         let node = match scenario {
             "stress" => {
                 let plan = stress::Plan::new(&mut node, n(1, 10_000))?;
-                let node = Async::new(node)?;
+                // Sleeping at once, so the run proves kernel wake-ups.
+                let node =
+                    Async::with_config(node, AsyncConfig::default().wake(Wake::SLEEP_AT_ONCE))?;
                 stress::run(node.clone(), plan).await?;
                 node
             }
