@@ -230,8 +230,14 @@ pub(crate) fn too_long(node: &mut Node) -> Result<(), NodeError> {
             let (first, second) = node.scope(|s| {
                 let (bytes, reg) = inbox.split_mut();
                 let (a, b) = bytes.split_at_mut(SLOT);
-                let first = s.post_receive_any(ReceiveWorkRequest::new(Scatter::new(reg, a)?))?;
+                // The barrier before the receive: rank 1 sends as soon as
+                // it leaves the barrier, and its message, once it lands
+                // in a receive, breaks this rank's connection to it, which
+                // would fail a barrier this rank is still in. Until the
+                // receive is posted the message waits (UCX's unexpected
+                // queue; receiver-not-ready retries on verbs).
                 s.barrier(&[0, 1, 2], WAIT)?;
+                let first = s.post_receive_any(ReceiveWorkRequest::new(Scatter::new(reg, a)?))?;
                 let first = first
                     .wait(WAIT)
                     .map(|d| d.peer())
