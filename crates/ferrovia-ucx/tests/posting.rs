@@ -67,6 +67,10 @@ fn queued_and_direct_posts_keep_posting_order(tls: &str) {
                 2 * EACH as u64,
                 "with the engine held, every post is queued"
             );
+            // Let the progress thread drain the queue and go idle, so the
+            // lock is free when the next posts try it (whether a post finds
+            // it free is otherwise a race with the thread's turns).
+            std::thread::sleep(std::time::Duration::from_millis(50));
             (EACH..2 * EACH).try_for_each(&mut post)?;
             let g = [Gather::of(&warm)?];
             tx.post_send(PeerSendWorkRequest::new(
