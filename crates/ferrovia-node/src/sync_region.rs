@@ -27,7 +27,10 @@
 //! Every access to the exposed region goes through the helpers below.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Acquire};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Release},
+};
 
 use ferrovia_mr::{
     MrError, MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, SharedBuffer,
@@ -148,6 +151,22 @@ impl SyncRegion {
             return None;
         }
         self.src_word(to * RING + slot)
+    }
+
+    /// Stages `word` as this rank's (`me`'s) signal to `to` in `slot`:
+    /// stores it in its source word and returns where the write goes,
+    /// (offset in `src`, offset in `to`'s region). `None`: no such peer or
+    /// slot.
+    pub(crate) fn stage_signal(
+        &self,
+        me: usize,
+        to: usize,
+        slot: usize,
+        word: u64,
+    ) -> Option<(usize, u64)> {
+        let (src, at) = self.signal_src(to, slot)?;
+        src.store(word, Release);
+        Some((at, self.signal_offset(me, slot)))
     }
 
     /// The source word of answers to `to`, and its byte offset in `src`.

@@ -67,15 +67,14 @@ impl Fabric for NodeFabric<'_, '_, '_> {
 
     fn signal(&mut self, to: usize, slot: usize, word: u64) -> Result<(), TransportError> {
         let node = self.node();
-        let sync = node.sync();
-        let (src, at) = sync
-            .signal_src(to, slot)
+        let (at, offset) = node
+            .sync()
+            .stage_signal(node.rank(), to, slot, word)
             .ok_or(TransportError::NoSuchPeer {
                 peer: to,
                 count: node.world_size(),
             })?;
-        src.store(word, Release);
-        let h = self.write(to, at, sync.signal_offset(node.rank(), slot))?;
+        let h = self.write(to, at, offset)?;
         self.writes.push((to, h));
         Ok(())
     }
