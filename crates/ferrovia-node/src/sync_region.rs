@@ -37,6 +37,8 @@ use ferrovia_mr::{
     WIRE_MAX_LEN,
 };
 
+use ferrovia_channel::TransportError;
+
 use crate::barrier::RING;
 use crate::error::NodeError;
 
@@ -155,18 +157,38 @@ impl SyncRegion {
 
     /// Stages `word` as this rank's (`me`'s) signal to `to` in `slot`:
     /// stores it in its source word and returns where the write goes,
-    /// (offset in `src`, offset in `to`'s region). `None`: no such peer or
-    /// slot.
+    /// (offset in `src`, offset in `to`'s region).
     pub(crate) fn stage_signal(
         &self,
         me: usize,
         to: usize,
         slot: usize,
         word: u64,
-    ) -> Option<(usize, u64)> {
-        let (src, at) = self.signal_src(to, slot)?;
+    ) -> Result<(usize, u64), TransportError> {
+        let (src, at) = self
+            .signal_src(to, slot)
+            .ok_or(TransportError::NoSuchPeer {
+                peer: to,
+                count: self.n,
+            })?;
         src.store(word, Release);
-        Some((at, self.signal_offset(me, slot)))
+        Ok((at, self.signal_offset(me, slot)))
+    }
+
+    /// Stages query `id` from `me`: where its write to any peer goes, as
+    /// for [`SyncRegion::stage_signal`].
+    pub(crate) fn stage_query(&self, me: usize, id: u64) -> Option<(usize, u64)> {
+        let (src, at) = self.query_src()?;
+        src.store(id, Release);
+        Some((at, self.query_offset(me)))
+    }
+
+    /// Stages `me`'s answer `word` to `to`: where its write goes, as for
+    /// [`SyncRegion::stage_signal`].
+    pub(crate) fn stage_answer(&self, me: usize, to: usize, word: u64) -> Option<(usize, u64)> {
+        let (src, at) = self.answer_src(to)?;
+        src.store(word, Release);
+        Some((at, self.answer_offset(me)))
     }
 
     /// The source word of answers to `to`, and its byte offset in `src`.

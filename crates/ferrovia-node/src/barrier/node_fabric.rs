@@ -2,7 +2,6 @@
 //! words of the sync region into peers' exposed regions, atomic loads of
 //! this rank's own.
 
-use std::sync::atomic::Ordering::Release;
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
@@ -67,13 +66,7 @@ impl Fabric for NodeFabric<'_, '_, '_> {
 
     fn signal(&mut self, to: usize, slot: usize, word: u64) -> Result<(), TransportError> {
         let node = self.node();
-        let (at, offset) = node
-            .sync()
-            .stage_signal(node.rank(), to, slot, word)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: to,
-                count: node.world_size(),
-            })?;
+        let (at, offset) = node.sync().stage_signal(node.rank(), to, slot, word)?;
         let h = self.write(to, at, offset)?;
         self.writes.push((to, h));
         Ok(())
@@ -85,11 +78,9 @@ impl Fabric for NodeFabric<'_, '_, '_> {
 
     fn send_query(&mut self, to: usize, id: u64) {
         let node = self.node();
-        let sync = node.sync();
-        if let Some((src, at)) = sync.query_src() {
-            src.store(id, Release);
+        if let Some((at, offset)) = node.sync().stage_query(node.rank(), id) {
             // Best effort: a rank that cannot be asked does not answer.
-            let _ = self.write(to, at, sync.query_offset(node.rank()));
+            let _ = self.write(to, at, offset);
         }
     }
 
@@ -99,11 +90,9 @@ impl Fabric for NodeFabric<'_, '_, '_> {
 
     fn send_answer(&mut self, to: usize, word: u64) {
         let node = self.node();
-        let sync = node.sync();
-        if let Some((src, at)) = sync.answer_src(to) {
-            src.store(word, Release);
+        if let Some((at, offset)) = node.sync().stage_answer(node.rank(), to, word) {
             // Best effort: a rank that cannot be answered is gone.
-            let _ = self.write(to, at, sync.answer_offset(node.rank()));
+            let _ = self.write(to, at, offset);
         }
     }
 

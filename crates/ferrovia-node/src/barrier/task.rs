@@ -5,7 +5,6 @@
 //! settle every request of the engine) is opened.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Release;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -157,13 +156,7 @@ impl Fabric for OwnedFabric<'_> {
 
     fn signal(&mut self, to: usize, slot: usize, word: u64) -> Result<(), TransportError> {
         let node = self.node;
-        let (at, offset) = node
-            .sync()
-            .stage_signal(node.rank(), to, slot, word)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: to,
-                count: node.world_size(),
-            })?;
+        let (at, offset) = node.sync().stage_signal(node.rank(), to, slot, word)?;
         let t = self.write(to, at, offset)?;
         self.writes.push((to, t));
         Ok(())
@@ -175,11 +168,9 @@ impl Fabric for OwnedFabric<'_> {
 
     fn send_query(&mut self, to: usize, id: u64) {
         let node = self.node;
-        let sync = node.sync();
-        if let Some((src, at)) = sync.query_src() {
-            src.store(id, Release);
+        if let Some((at, offset)) = node.sync().stage_query(node.rank(), id) {
             // Best effort: a rank that cannot be asked does not answer.
-            if let Ok(t) = self.write(to, at, sync.query_offset(node.rank())) {
+            if let Ok(t) = self.write(to, at, offset) {
                 node.core().abandon_owned(t);
             }
         }
@@ -191,11 +182,9 @@ impl Fabric for OwnedFabric<'_> {
 
     fn send_answer(&mut self, to: usize, word: u64) {
         let node = self.node;
-        let sync = node.sync();
-        if let Some((src, at)) = sync.answer_src(to) {
-            src.store(word, Release);
+        if let Some((at, offset)) = node.sync().stage_answer(node.rank(), to, word) {
             // Best effort: a rank that cannot be answered is gone.
-            if let Ok(t) = self.write(to, at, sync.answer_offset(node.rank())) {
+            if let Ok(t) = self.write(to, at, offset) {
                 node.core().abandon_owned(t);
             }
         }
