@@ -125,6 +125,14 @@ impl MultiChannel {
         Ok(())
     }
 
+    /// Messages dropped because they came on a replaced connection (sent
+    /// before a reconnect) or on one this side broke: counted by
+    /// transports that can receive such messages (UCX); always 0 on verbs,
+    /// where a new queue pair cannot receive an old one's messages.
+    pub fn stale_dropped(&self) -> u64 {
+        self.core.transport.stale_dropped()
+    }
+
     /// Number of peers (connections).
     pub fn num_channels(&self) -> usize {
         self.core.peers()

@@ -151,6 +151,14 @@ pub unsafe trait Transport: Send + Sync {
         ))
     }
 
+    /// Messages this side dropped because they belong to a replaced
+    /// connection (sent before a reconnect) or to one this side broke:
+    /// a transport whose peers can deliver such messages (UCX) counts them;
+    /// a verbs queue pair cannot receive them at all. The default: 0.
+    fn stale_dropped(&self) -> u64 {
+        0
+    }
+
     /// The address of `peer`, if its connection was made by address and
     /// the peer is known to be gone (it disconnected, or its endpoint
     /// failed): work with it then fails as

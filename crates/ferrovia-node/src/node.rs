@@ -404,6 +404,13 @@ impl Node {
         }
     }
 
+    /// Messages dropped because they came on a replaced connection (sent
+    /// before a [`Node::reconnect`]) or on one this side broke (see
+    /// [`MultiChannel::stale_dropped`]).
+    pub fn stale_dropped(&self) -> u64 {
+        self.multi.stale_dropped()
+    }
+
     /// The shared protection domain, on the verbs backend.
     #[cfg(feature = "verbs")]
     pub fn pd(&self) -> Option<&ProtectionDomain> {

@@ -1,7 +1,9 @@
 //! Control messages between progress threads (UCX active messages): a
 //! peer asks for a registration's key the first time it accesses it; the
 //! owner revokes it on deregistration and waits for the acknowledgement;
-//! a transport that shuts down says goodbye; the two sides of a connection
+//! a transport that shuts down says goodbye; a side that flushes a
+//! connection tells the peer, which then breaks its side too (as an RC
+//! queue pair's peer does once its retries fail); the two sides of a connection
 //! made by address trade handshake messages (opaque to this layer, at most
 //! [`HANDSHAKE_MAX`] bytes). Everything received is validated; a malformed
 //! message is counted and dropped.
@@ -12,6 +14,7 @@
 //! revoke:  'V' from:u32 key:u32   (the owner deregistered the key)
 //! ack:     'A' from:u32 key:u32   (nothing of the sender's can reach the key any more)
 //! goodbye: 'B' from:u32           (the sender flushed and closes its endpoints)
+//! reset:   'X' from:u32 gen:u32   (the sender flushed its connection of generation gen)
 //! hello:   'H' from:u32 n:u16 bytes[n]   (a handshake message, n <= 256)
 //! ```
 //! (little-endian)
@@ -29,6 +32,7 @@ const REVOKE: u8 = b'V';
 const ACK: u8 = b'A';
 const GOODBYE: u8 = b'B';
 const HANDSHAKE: u8 = b'H';
+const RESET: u8 = b'X';
 /// The longest handshake message.
 pub const HANDSHAKE_MAX: usize = 256;
 const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
@@ -52,6 +56,9 @@ pub(crate) enum Control {
     Goodbye { from: u32 },
     /// A handshake message of a connection made by address.
     Handshake { from: u32, bytes: Vec<u8> },
+    /// `from` flushed its connection of `generation` to the receiver: it
+    /// issues nothing more on it and takes nothing more from it.
+    Reset { from: u32, generation: u32 },
 }
 
 impl Control {
@@ -59,10 +66,15 @@ impl Control {
         match self {
             Control::Request { from, key }
             | Control::Revoke { from, key }
-            | Control::Ack { from, key } => {
+            | Control::Ack { from, key }
+            | Control::Reset {
+                from,
+                generation: key,
+            } => {
                 let kind = match self {
                     Control::Request { .. } => REQUEST,
                     Control::Revoke { .. } => REVOKE,
+                    Control::Reset { .. } => RESET,
                     _ => ACK,
                 };
                 let mut v = vec![kind];
@@ -124,6 +136,10 @@ impl Control {
             REQUEST => r.0.is_empty().then_some(Control::Request { from, key }),
             REVOKE => r.0.is_empty().then_some(Control::Revoke { from, key }),
             ACK => r.0.is_empty().then_some(Control::Ack { from, key }),
+            RESET => r.0.is_empty().then_some(Control::Reset {
+                from,
+                generation: key,
+            }),
             REPLY => {
                 let found = r.take::<1>()?[0];
                 let access = u32::from_le_bytes(r.take()?);
@@ -183,6 +199,10 @@ mod tests {
             Control::Revoke { from: 4, key: 10 },
             Control::Ack { from: 5, key: 11 },
             Control::Goodbye { from: 6 },
+            Control::Reset {
+                from: 7,
+                generation: 3,
+            },
             Control::Handshake {
                 from: 0,
                 bytes: b"fv\x11\x05hello".to_vec(),
@@ -231,6 +251,10 @@ mod tests {
             Control::Revoke { from: 0, key: 1 },
             Control::Ack { from: 0, key: 1 },
             Control::Goodbye { from: 0 },
+            Control::Reset {
+                from: 0,
+                generation: 1,
+            },
             Control::Handshake {
                 from: 0,
                 bytes: vec![1, 2, 3],

@@ -50,6 +50,7 @@ use crate::tag::{self, Receives};
 
 mod control_plane;
 mod endpoints;
+mod generation;
 mod progress;
 mod send;
 pub(crate) mod token;
@@ -107,6 +108,9 @@ pub(crate) struct Engine {
     pub(crate) stats: Stats,
     scratch: Vec<Event>,
     shutdown: bool,
+    /// The pool's receives are being cancelled: a stale message one of
+    /// them took is reported flushed, not posted again.
+    pool_cancelling: bool,
     /// Endpoints use peer error handling (not every UCX transport has it).
     detect_failures: bool,
     /// After a panic: the worker is not destroyed.
@@ -155,6 +159,7 @@ impl Engine {
             stats: Stats::default(),
             scratch: Vec::new(),
             shutdown: false,
+            pool_cancelling: false,
             detect_failures,
             leak: false,
             _ctx: ctx,
@@ -273,7 +278,7 @@ impl Engine {
         self.stats.direct_posts += 1;
         self.drain_commands();
         for op in ops {
-            self.recvs.post(self.worker, tag::ANY, op);
+            self.recvs.post(self.worker, tag::ANY, 0, op);
         }
         if events::pending() {
             self.handle_events();
@@ -283,8 +288,10 @@ impl Engine {
     /// Cancels the pool's receives: each is reported, flushed.
     pub(crate) fn cancel_pool(&mut self) {
         self.drain_commands();
+        self.pool_cancelling = true;
         self.recvs.cancel(self.worker, Some(tag::ANY));
         self.handle_events();
+        self.pool_cancelling = false;
     }
 
     /// Arms the pool's low watermark.
@@ -306,7 +313,7 @@ impl Engine {
         let status = match self.peers.get(peer) {
             None => ffi::UCS_ERR_INVALID_PARAM,
             Some(p) if p.failed.is_some() => ffi::UCS_ERR_CANCELED,
-            Some(_) => return self.recvs.post(self.worker, peer, op),
+            Some(p) => return self.recvs.post(self.worker, peer, p.generation, op),
         };
         self.complete(send_completion(op.wr_id, status));
     }
@@ -397,8 +404,8 @@ impl Engine {
             }
             FLUSH if peer < self.peers.len() => self.flushed(peer, index, ev.status),
             RECV => {
-                if let Some(c) = self.recvs.finish(index, &ev) {
-                    self.complete(c);
+                if let Some(f) = self.recvs.finish(index, &ev) {
+                    self.on_received(f);
                 }
             }
             CTRL => {

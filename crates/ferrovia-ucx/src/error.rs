@@ -53,6 +53,12 @@ pub enum UcxError {
         /// How many addresses were given.
         peers: usize,
     },
+    /// `reconnect` of a peer whose side was not renewed first.
+    #[error("the connection to peer {peer} was not renewed before reconnecting it")]
+    NotRenewed {
+        /// The peer.
+        peer: usize,
+    },
     /// The transport is used before `connect`.
     #[error("the UCX transport is not connected yet")]
     NotConnected,

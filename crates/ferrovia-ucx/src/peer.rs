@@ -198,20 +198,26 @@ pub(crate) struct Peer {
     pub(crate) keys: RemoteKeys,
     /// The peer said goodbye: it accesses nothing of ours any more.
     pub(crate) departed: bool,
-    /// How many times the endpoint was renewed: an error of an older
-    /// endpoint names an older generation and is ignored.
+    /// The connection's generation, agreed with the peer at each
+    /// reconnect: messages carry it in their tag, receives match only it,
+    /// and an error of an older endpoint names an older one and is ignored.
     pub(crate) generation: u32,
+    /// Renewed and not yet reconnected: the generation this side proposed
+    /// (posts fail meanwhile, as the peer is failed).
+    pub(crate) proposed: Option<u32>,
+    /// The older generation whose late messages a sweeper receive takes.
+    pub(crate) sweeping: Option<u32>,
 }
 
 impl Peer {
-    /// The state of a renewed endpoint `ep` that replaces `old`: sequence
-    /// numbers go on from the old ones, so no late event of the old
-    /// endpoint names an op of the new one.
-    pub(crate) fn renewed(ep: ffi::ucp_ep_h, old: &Peer) -> Peer {
+    /// The state of a renewed endpoint `ep` of `generation` that replaces
+    /// `old`: sequence numbers go on from the old ones, so no late event of
+    /// the old endpoint names an op of the new one.
+    pub(crate) fn renewed(ep: ffi::ucp_ep_h, old: &Peer, generation: u32) -> Peer {
         let mut p = Peer::new(ep);
         p.base = old.base.wrapping_add(old.queue.len() as u32);
         p.last_write = p.base.wrapping_sub(1);
-        p.generation = old.generation.wrapping_add(1);
+        p.generation = generation;
         p
     }
 
@@ -230,6 +236,8 @@ impl Peer {
             keys: RemoteKeys::default(),
             departed: false,
             generation: 0,
+            proposed: None,
+            sweeping: None,
         }
     }
 

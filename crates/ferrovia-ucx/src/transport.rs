@@ -218,6 +218,13 @@ impl UcxTransport {
         self.shared.malformed.load(SeqCst)
     }
 
+    /// Messages dropped because they belong to a replaced connection (one
+    /// sent before a reconnect) or to one this side broke (see
+    /// `Transport::stale_dropped`).
+    pub fn stale_messages(&self) -> u64 {
+        self.shared.stale.load(SeqCst)
+    }
+
     /// Sends raw bytes on the control channel to `peer`: for tests that a
     /// malformed message is dropped and counted.
     ///
@@ -449,8 +456,9 @@ unsafe impl Transport for UcxTransport {
         Ok(self.engine.lock().pool_limit_hit())
     }
 
-    /// A new endpoint to the peer's worker (its address is unchanged, so
-    /// the peer needs nothing from this side: the link is empty).
+    /// Stops the endpoint to `peer` (see `engine::generation`); the link
+    /// is the generation this side proposes for the new connection (4
+    /// bytes, little-endian): the peer's worker address is unchanged.
     fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
         self.check(peer)?;
         if let Some(addr) = self.peer_addr {
@@ -459,17 +467,35 @@ unsafe impl Transport for UcxTransport {
             )));
         }
         self.check_alive()?;
-        self.engine
+        let proposed = self
+            .engine
             .lock()
             .renew(peer)
             .map_err(|e| TransportError::Backend(Box::new(e)))?;
         self.shared.wake(false);
-        Ok(Vec::new())
+        Ok(proposed.to_le_bytes().to_vec())
     }
 
-    fn reconnect(&self, peer: usize, _theirs: &[u8]) -> TransportResult<()> {
-        // The endpoint `renew` made is ready: UCX wires it up on first use.
-        self.check(peer)
+    /// Makes the new endpoint, of the generation both sides agree on (the
+    /// larger proposal); UCX wires it up on first use.
+    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+        self.check(peer)?;
+        let theirs: [u8; 4] = theirs.try_into().map_err(|_| {
+            TransportError::Config(format!(
+                "peer {peer}'s renewed UCX link is {} bytes, not a 4-byte generation",
+                theirs.len()
+            ))
+        })?;
+        self.engine
+            .lock()
+            .reconnect(peer, u32::from_le_bytes(theirs))
+            .map_err(|e| TransportError::Backend(Box::new(e)))?;
+        self.shared.wake(false);
+        Ok(())
+    }
+
+    fn stale_dropped(&self) -> u64 {
+        self.shared.stale.load(SeqCst)
     }
 
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {

@@ -78,7 +78,8 @@ impl Engine {
             | Control::Revoke { from, .. }
             | Control::Ack { from, .. }
             | Control::Goodbye { from }
-            | Control::Handshake { from, .. } => from as usize,
+            | Control::Handshake { from, .. }
+            | Control::Reset { from, .. } => from as usize,
         };
         if from >= self.peers.len() {
             return self.malformed("unknown sender");
@@ -107,6 +108,10 @@ impl Engine {
             }
             Control::Goodbye { .. } => self.on_goodbye(from),
             Control::Handshake { bytes, .. } => self.on_handshake(bytes),
+            Control::Reset { .. } if Some(from) == self.loopback => {
+                self.malformed("reset from itself")
+            }
+            Control::Reset { generation, .. } => self.on_reset(from, generation),
         }
     }
 

@@ -108,7 +108,7 @@ impl Engine {
         Ok(())
     }
 
-    fn create_ep(
+    pub(super) fn create_ep(
         &mut self,
         peer: usize,
         generation: u32,
@@ -150,52 +150,30 @@ impl Engine {
         }
     }
 
-    /// Replaces `peer`'s endpoint with a new one to the same worker (a
-    /// reconnect): the old one is stopped without a goodbye (the peer is
-    /// renewing its side too, and a goodbye landing after that would mark
-    /// its new side departed), its keys are dropped, and the new one
-    /// starts with fresh state. Nothing may be outstanding towards `peer`
-    /// (the channel's scopes drained it).
-    pub(crate) fn renew(&mut self, peer: usize) -> Result<(), UcxError> {
-        self.drain_commands();
-        self.handle_events();
-        let Some(address) = self.addresses.get(peer).cloned() else {
-            return Err(UcxError::BadPeers {
-                me: self.me,
-                peers: self.peers.len(),
-            });
-        };
-        self.stop_peer(peer, ffi::UCS_ERR_CANCELED, false);
-        self.handle_events();
-        let generation = self.peers[peer].generation.wrapping_add(1);
-        let ep = self
-            .create_ep(peer, generation, &address)
-            .map_err(|s| crate::error::status_error("ucp_ep_create", s))?;
-        self.peers[peer] = Peer::renewed(ep, &self.peers[peer]);
-        log::debug!("ucx: endpoint to peer {peer} renewed (generation {generation})");
-        Ok(())
-    }
-
-    /// Stops all work towards `peer`: it is told (if it can still hear),
-    /// its endpoint is closed, everything outstanding completes with an
-    /// error.
+    /// Stops all work towards `peer`: it is told (a reset, if it can still
+    /// hear: it breaks its side too), its endpoint is closed, everything
+    /// outstanding completes with an error.
     pub(super) fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
-        self.stop_peer(peer, status, true);
+        if self
+            .peers
+            .get(peer)
+            .is_some_and(|p| p.failed.is_none() && !p.departed)
+        {
+            self.send_reset(peer);
+        }
+        self.stop_peer(peer, status);
     }
 
     /// The endpoint to `peer` failed (UCX's error handler): no goodbye,
     /// which a dead endpoint would hold forever.
     pub(super) fn lose_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
-        self.stop_peer(peer, status, false);
+        self.stop_peer(peer, status);
     }
 
-    fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t, goodbye: bool) {
+    /// Stops all work towards `peer` without telling it.
+    pub(super) fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
         if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
-        }
-        // A peer that said goodbye has closed its side: nothing to tell.
-        if goodbye && !self.peers[peer].departed {
-            self.say_goodbye(peer);
         }
         let p = &mut self.peers[peer];
         p.fail(status);

@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) lock: Mutex<()>,
     pub(crate) cv: Condvar,
     pub(crate) malformed: AtomicU64,
+    /// Messages of a replaced or broken connection, dropped.
+    pub(crate) stale: AtomicU64,
     pub(crate) alive: AtomicBool,
     /// A user thread took a turn since the progress thread last looked.
     pub(crate) user_turned: AtomicBool,
@@ -91,6 +93,7 @@ impl Shared {
             lock: Mutex::new(()),
             cv: Condvar::new(),
             malformed: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
             alive: AtomicBool::new(true),
             user_turned: AtomicBool::new(false),
             queued_posts: AtomicU64::new(0),
@@ -274,7 +277,7 @@ impl Engine {
             match cmd {
                 Cmd::Send { peer, op } => self.enqueue(peer, op),
                 Cmd::Recv { peer, op } => self.post_recv(peer, &op),
-                Cmd::RecvAny { op } => self.recvs.post(self.worker, crate::tag::ANY, &op),
+                Cmd::RecvAny { op } => self.recvs.post(self.worker, crate::tag::ANY, 0, &op),
                 Cmd::Flush { peer } => self.fail_peer(peer, ffi::UCS_ERR_CANCELED),
                 Cmd::Connect {
                     me,

@@ -160,11 +160,11 @@ impl Engine {
     fn issue_send(&mut self, peer: usize, idx: usize, op: &SendOp) {
         let me = self.me;
         let p = &mut self.peers[peer];
-        let ep = p.ep;
+        let (ep, generation) = (p.ep, p.generation);
         let e = &mut p.queue[idx];
         let t = token(PART, peer, e.seq);
         e.issued = true;
-        let tag = tag::send_tag(me, op.imm, false);
+        let tag = tag::send_tag(me, generation, op.imm, false);
         let (buf, count, dt) = tag::layout(op.sges(), &mut e.iov);
         let mut param = send_param(t);
         param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_DATATYPE;
@@ -316,7 +316,7 @@ impl Engine {
             return;
         };
         let t = token(NOTIFY, peer, seq);
-        let tag = tag::send_tag(me, imm, true);
+        let tag = tag::send_tag(me, p.generation, imm, true);
         let param = send_param(t);
         // SAFETY: live endpoint; a zero-length message names no buffer.
         let r = unsafe { ffi::ucp_tag_send_nbx(p.ep, null_mut(), 0, tag, &param) };
