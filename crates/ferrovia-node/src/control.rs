@@ -91,11 +91,22 @@ pub(crate) struct Handshake<'a> {
     pub(crate) me: usize,
     pub(crate) peer: usize,
     pub(crate) deadline: Instant,
+    /// The generation of the connection this call replaces (the count of
+    /// reconnects with the peer that succeeded).
+    pub(crate) generation: u32,
 }
 
 impl Handshake<'_> {
     fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    fn mismatch(&self, theirs: u32) -> BootstrapError {
+        BootstrapError::ReconnectMismatch {
+            peer: self.peer,
+            ours: self.generation,
+            theirs,
+        }
     }
 
     fn timed_out(&self, what: &str, started: Instant) -> BootstrapError {
@@ -180,10 +191,12 @@ impl Handshake<'_> {
             token: self.token.to_owned(),
             from: self.me as u32,
             to: self.peer as u32,
+            generation: self.generation,
         };
         write_msg(&mut s, &knock).map_err(|e| failed(&e))?;
         match read_msg(&mut s, MAX_JOIN) {
             Ok(Msg::Welcome) => Ok(s),
+            Ok(Msg::Mismatch { generation }) => Err(Knocked::Refused(self.mismatch(generation))),
             Ok(Msg::Reject { reason }) => Err(Knocked::Refused(BootstrapError::Rejected {
                 rank: self.me,
                 reason: format!("rank {} refused to reconnect: {reason}", self.peer),
@@ -267,9 +280,21 @@ impl Handshake<'_> {
             return Ok(None);
         }
         let why = match read_msg(&mut s, MAX_JOIN) {
-            Ok(Msg::Knock { token, from: f, to })
-                if token == self.token && f as usize == self.peer && to as usize == self.me =>
-            {
+            Ok(Msg::Knock {
+                token,
+                from: f,
+                to,
+                generation,
+            }) if token == self.token && f as usize == self.peer && to as usize == self.me => {
+                if generation != self.generation {
+                    let _ = write_msg(
+                        &mut s,
+                        &Msg::Mismatch {
+                            generation: self.generation,
+                        },
+                    );
+                    return Err(self.mismatch(generation).into());
+                }
                 write_msg(&mut s, &Msg::Welcome)?;
                 return Ok(Some(s));
             }
@@ -299,4 +324,70 @@ enum Knocked {
 
 fn unexpected(m: Msg, wanted: &str) -> BootstrapError {
     BootstrapError::Protocol(format!("reconnect: expected {wanted}, got {}", m.kind()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handshake(me: usize, peer: usize, generation: u32) -> Handshake<'static> {
+        Handshake {
+            token: "t",
+            me,
+            peer,
+            deadline: Instant::now() + Duration::from_secs(5),
+            generation,
+        }
+    }
+
+    /// Both sides of one reconnect, rank 0 dialing rank 1's port.
+    fn pair(dialer: u32, answerer: u32) -> (Result<(), NodeError>, Result<(), NodeError>) {
+        let port = ControlPort::bind("127.0.0.1:1").unwrap();
+        let at = port.addr();
+        let answering = thread::spawn(move || {
+            handshake(1, 0, answerer).answer(&port, b"one".to_vec(), |theirs| {
+                assert_eq!(theirs, b"zero");
+                Ok(())
+            })
+        });
+        let dialed = handshake(0, 1, dialer).dial(at, b"zero".to_vec(), |theirs| {
+            assert_eq!(theirs, b"one");
+            Ok(())
+        });
+        (dialed, answering.join().unwrap())
+    }
+
+    #[test]
+    fn calls_replacing_the_same_generation_pair() {
+        let (d, a) = pair(3, 3);
+        assert!(d.is_ok(), "{d:?}");
+        assert!(a.is_ok(), "{a:?}");
+    }
+
+    #[test]
+    fn a_call_replacing_another_generation_fails_on_both_sides() {
+        let (d, a) = pair(1, 2);
+        assert!(
+            matches!(
+                d,
+                Err(NodeError::Bootstrap(BootstrapError::ReconnectMismatch {
+                    peer: 1,
+                    ours: 1,
+                    theirs: 2
+                }))
+            ),
+            "{d:?}"
+        );
+        assert!(
+            matches!(
+                a,
+                Err(NodeError::Bootstrap(BootstrapError::ReconnectMismatch {
+                    peer: 0,
+                    ours: 2,
+                    theirs: 1
+                }))
+            ),
+            "{a:?}"
+        );
+    }
 }

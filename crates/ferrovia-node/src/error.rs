@@ -119,6 +119,22 @@ pub enum BootstrapError {
         /// The last connection error.
         last: String,
     },
+    /// A reconnect met a call of the peer's that replaces another
+    /// generation of the connection: one of the two calls is stray (made
+    /// while the other side still used the connection, or left over from
+    /// an attempt that failed half-way). Neither pairs with it; both sides
+    /// now count the larger generation, so the next pair of calls meets.
+    #[error(
+        "rank {peer} reconnects generation {theirs} of the connection and this rank generation {ours}: a stray reconnect call on one side"
+    )]
+    ReconnectMismatch {
+        /// The peer.
+        peer: usize,
+        /// The generation this rank replaces (its successful reconnects).
+        ours: u32,
+        /// The one the peer replaces.
+        theirs: u32,
+    },
     /// The rendezvous refused this rank.
     #[error("the rendezvous refused rank {rank}: {reason}")]
     Rejected {

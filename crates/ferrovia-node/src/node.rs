@@ -66,6 +66,9 @@ pub struct Node {
     control: ControlPort,
     /// Every rank's control port.
     controls: Vec<SocketAddr>,
+    /// Per peer, the connection's generation: how many reconnects with it
+    /// succeeded (a reconnect names the one it replaces).
+    generations: Vec<u32>,
 }
 
 /// Builds a [`Node`].
@@ -278,6 +281,7 @@ impl NodeBuilder {
             token: cfg.token,
             control,
             controls,
+            generations: vec![0; n],
         })
     }
 }
@@ -389,19 +393,38 @@ impl Node {
         let (multi, renewer) = (&mut self.multi, &self.renewer);
         let mut connect = |theirs: Vec<u8>| renewer.connect(multi, peer, &theirs);
         if peer == self.rank {
-            return connect(mine); // loopback: our own other side
+            connect(mine)?; // loopback: our own other side
+            self.generations[peer] = self.generations[peer].wrapping_add(1);
+            return Ok(());
         }
         let h = Handshake {
             token: &self.token,
             me: self.rank,
             peer,
             deadline,
+            generation: self.generations[peer],
         };
-        if self.rank < peer {
+        let r = if self.rank < peer {
             h.dial(self.controls[peer], mine, connect)
         } else {
             h.answer(&self.control, mine, connect)
+        };
+        match &r {
+            Ok(()) => self.generations[peer] = self.generations[peer].wrapping_add(1),
+            Err(NodeError::Bootstrap(BootstrapError::ReconnectMismatch { theirs, .. })) => {
+                // Both sides count the larger one from now on, so their
+                // next calls meet.
+                self.generations[peer] = self.generations[peer].max(*theirs);
+            }
+            Err(_) => {}
         }
+        r
+    }
+
+    /// How many reconnects with `peer` succeeded: the generation of the
+    /// connection to it (0 for one made at bootstrap).
+    pub fn connection_generation(&self, peer: usize) -> Option<u32> {
+        self.generations.get(peer).copied()
     }
 
     /// Messages dropped because they came on a replaced connection (sent

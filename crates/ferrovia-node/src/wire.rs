@@ -14,8 +14,9 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// The bootstrap protocol version. 2: a rank shows the token (`Join`) and
 /// is welcomed before it sends what its peers need (`Blobs`). 3: each
 /// rank's blob names its control port, and the control path reconnects
-/// (`Knock`, `Link`).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// (`Knock`, `Link`). 4: a knock names the generation of the connection it
+/// replaces, and a mismatch is answered as such (`Mismatch`).
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -51,9 +52,18 @@ pub(crate) enum Msg {
     Go,
     /// A peer asks, on this rank's control port, to reconnect (see
     /// `control`).
-    Knock { token: String, from: u32, to: u32 },
+    Knock {
+        token: String,
+        from: u32,
+        to: u32,
+        /// The connection's generation the dialer replaces.
+        generation: u32,
+    },
     /// One side of a renewed connection.
     Link { link: Vec<u8> },
+    /// The answerer replaces another generation (its own, given) than the
+    /// knock named: neither call pairs.
+    Mismatch { generation: u32 },
 }
 
 impl Msg {
@@ -76,6 +86,7 @@ impl Msg {
             Msg::Go => "go",
             Msg::Knock { .. } => "a knock",
             Msg::Link { .. } => "a link",
+            Msg::Mismatch { .. } => "a generation mismatch",
         }
     }
 }
@@ -188,7 +199,7 @@ mod tests {
         let v1 = frame_of(1, &Msg::Ready).unwrap();
         assert!(matches!(
             read_msg(&mut &v1[..], MAX_BODY),
-            Err(BootstrapError::VersionMismatch { ours: 3, theirs: 1 })
+            Err(BootstrapError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: 1 })
         ));
 
         assert!(matches!(

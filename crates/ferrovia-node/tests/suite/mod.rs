@@ -391,6 +391,12 @@ macro_rules! backend_suite {
 
         #[test]
         $(#[ignore = $why])?
+        fn a_message_on_a_flushed_connection_never_reaches_the_new_one() {
+            suite::reconnect::a_message_on_a_flushed_connection_never_reaches_the_new_one($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
         fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
             suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it($env);
         }

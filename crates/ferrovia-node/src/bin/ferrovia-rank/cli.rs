@@ -101,6 +101,13 @@ pub(crate) enum Command {
         /// The reconnect's timeout, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+        /// Rank 1 sends a message on the flushed connection before the
+        /// reconnect: it must never reach rank 0's receives afterwards.
+        #[arg(long)]
+        stale: bool,
+        /// Flush-and-reconnect cycles.
+        #[arg(long, default_value_t = 1)]
+        cycles: usize,
     },
     /// Three ranks: rank 2 leaves; rank 0's work with it fails naming it,
     /// and waits on it end at once (issue 13 part 2).

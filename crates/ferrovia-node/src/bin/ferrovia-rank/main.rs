@@ -514,9 +514,20 @@ fn main() -> ExitCode {
         Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
         Command::PoolFlood { msgs, depth } => pool::flood(&mut node, depth as usize, msgs),
         Command::PoolTooLong => pool::too_long(&mut node),
-        Command::Reconnect { dead, timeout_ms } => {
-            reconnect::run(&mut node, dead, Duration::from_millis(timeout_ms))
-        }
+        Command::Reconnect {
+            dead,
+            timeout_ms,
+            stale,
+            cycles,
+        } => reconnect::run(
+            &mut node,
+            reconnect::Plan {
+                dead,
+                timeout: Duration::from_millis(timeout_ms),
+                stale,
+                cycles,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,11 @@
 //! `ferrovia-rank reconnect`: ranks 0 and 1 lose their connection to a
 //! drain deadline, reconnect, and exchange data both ways; then every rank
 //! passes barriers. `reconnect --dead`: rank 1 leaves instead, and rank 0's
-//! reconnect fails within its timeout, naming it. Rank 0 prints what
-//! happened (the test reads the lines).
+//! reconnect fails within its timeout, naming it. `--stale`: rank 1 sends
+//! a message on the flushed connection before reconnecting (it fails, or
+//! rank 0 drops it: it never reaches a receive of the new connection).
+//! `--cycles N` repeats the flush and reconnect. Ranks print what happened
+//! (the test reads the lines).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +18,21 @@ use ferrovia_node::{Node, NodeError, NodeScope};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-pub(crate) fn run(node: &mut Node, dead: bool, timeout: Duration) -> Result<(), NodeError> {
+/// What the scenario does.
+pub(crate) struct Plan {
+    pub(crate) dead: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) stale: bool,
+    pub(crate) cycles: usize,
+}
+
+pub(crate) fn run(node: &mut Node, plan: Plan) -> Result<(), NodeError> {
+    let Plan {
+        dead,
+        timeout,
+        stale,
+        cycles,
+    } = plan;
     let (me, n) = (node.rank(), node.world_size());
     if n < 2 {
         return Err(NodeError::Transport(TransportError::Config(
@@ -41,6 +58,31 @@ pub(crate) fn run(node: &mut Node, dead: bool, timeout: Duration) -> Result<(), 
         node.barrier(&rest, WAIT)?;
         return Ok(());
     }
+    for cycle in 0..cycles {
+        if cycle > 0 {
+            node.barrier(&all, WAIT)?;
+        }
+        flush_and_reconnect(node, timeout, stale, cycle)?;
+    }
+    if me == 0 && stale {
+        println!("rank 0: stale messages dropped: {}", node.stale_dropped());
+    }
+    for _ in 0..3 {
+        node.barrier(&all, WAIT)?;
+    }
+    println!("rank {me}: barriers with every rank passed");
+    Ok(())
+}
+
+/// One cycle: rank 0 flushes its connection to rank 1, both reconnect and
+/// swap a message each way.
+fn flush_and_reconnect(
+    node: &mut Node,
+    timeout: Duration,
+    stale: bool,
+    cycle: usize,
+) -> Result<(), NodeError> {
+    let me = node.rank();
     if me == 0 {
         // A receive from rank 1 that never comes, past a short drain
         // deadline: the connection to rank 1 is flushed.
@@ -68,6 +110,22 @@ pub(crate) fn run(node: &mut Node, dead: bool, timeout: Duration) -> Result<(), 
         });
         println!("rank 0: a send to rank 1 before reconnecting: {before:?}");
     }
+    if me == 1 && stale {
+        // After rank 0's flush: a message on the old connection.
+        std::thread::sleep(Duration::from_millis(400));
+        let msg = node.registry().register_buffer(
+            format!("STALE {cycle}").into_bytes(),
+            RegisterOptions::local(),
+        )?;
+        let sent = node.scope(|s| {
+            let g = [Gather::of(&msg)?];
+            s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?
+                .wait(WAIT)
+                .map(drop)
+                .map_err(NodeError::from)
+        });
+        println!("rank 1: a send on the flushed connection, cycle {cycle}: {sent:?}");
+    }
     if me <= 1 {
         let peer = 1 - me;
         let t = Instant::now();
@@ -79,10 +137,6 @@ pub(crate) fn run(node: &mut Node, dead: bool, timeout: Duration) -> Result<(), 
         swap(node, peer)?;
         println!("rank {me}: exchanged data with rank {peer} both ways");
     }
-    for _ in 0..3 {
-        node.barrier(&all, WAIT)?;
-    }
-    println!("rank {me}: barriers with every rank passed");
     Ok(())
 }
 
