@@ -138,15 +138,22 @@ pub(crate) enum Opened {
         transport: ferrovia_ucx::UcxTransport,
         registry: MrRegistry,
         channel: ChannelBuilder,
+        /// The transports in words.
+        tls: String,
     },
 }
 
 impl Opened {
+    /// Opens `backend` for `n` ranks; `reached_at` is the address peers
+    /// reach this rank at (loopback for a one-host job), which confines
+    /// where UCX listens (`ferrovia_ucx::Exposure`).
     #[cfg_attr(not(feature = "verbs"), allow(unused_variables))]
+    #[cfg_attr(not(feature = "ucx"), allow(unused_variables))]
     pub(crate) fn open(
         backend: Backend,
         channel: ChannelBuilder,
         n: usize,
+        reached_at: std::net::IpAddr,
     ) -> Result<Opened, NodeError> {
         match backend {
             #[cfg(feature = "verbs")]
@@ -155,9 +162,20 @@ impl Opened {
             Backend::Verbs => Err(not_built(backend)),
             #[cfg(feature = "ucx")]
             Backend::Ucx => {
-                let ctx = ferrovia_ucx::UcxContext::new()?;
+                let exposure = ferrovia_ucx::Exposure::for_address(reached_at);
+                let ctx = ferrovia_ucx::UcxContext::confined(exposure, &[])?;
                 let mut builder = ferrovia_ucx::UcxTransport::builder()
                     .shared_receives(channel.config().shared_receives);
+                let tls = if exposure.shared_memory_only(&|k| std::env::var(k).ok()) {
+                    // UCX 1.13's shared memory has no peer failure handling.
+                    builder = builder.detect_peer_failure(false);
+                    "ucx (shared memory: every rank on this host)".to_owned()
+                } else {
+                    match std::env::var("UCX_TLS") {
+                        Ok(tls) => format!("ucx (UCX_TLS={tls})"),
+                        Err(_) => "ucx".into(),
+                    }
+                };
                 #[cfg(feature = "verbs")]
                 {
                     let caps = channel.config().caps;
@@ -169,6 +187,7 @@ impl Opened {
                     transport,
                     registry,
                     channel,
+                    tls,
                 })
             }
             #[cfg(not(feature = "ucx"))]
@@ -210,10 +229,7 @@ impl Opened {
                     .map_or_else(|| "?".into(), |pd| pd.context().name().to_owned())
             ),
             #[cfg(feature = "ucx")]
-            Opened::Ucx { .. } => match std::env::var("UCX_TLS") {
-                Ok(tls) => format!("ucx (UCX_TLS={tls})"),
-                Err(_) => "ucx".into(),
-            },
+            Opened::Ucx { tls, .. } => tls.clone(),
         }
     }
 
@@ -259,6 +275,7 @@ impl Opened {
                 transport,
                 registry,
                 channel,
+                ..
             } => {
                 let addresses: Vec<Vec<u8>> = links
                     .into_iter()

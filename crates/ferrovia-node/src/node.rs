@@ -228,12 +228,14 @@ impl NodeBuilder {
             Some(b) => Some(b),
             None => Backend::from_env()?,
         };
+        // On the interface that reaches the rendezvous: where the peers
+        // reach this rank, and all the network the transport may listen on.
+        let control = ControlPort::bind(&cfg.addr)?;
         let (backend, channel) = backend::choose(explicit, self.channel)?;
-        let opened = Opened::open(backend, channel, n)?;
+        let opened = Opened::open(backend, channel, n, control.addr().ip())?;
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
         let sync_remote = sync.exposed()?;
-        let control = ControlPort::bind(&cfg.addr)?;
         let blobs = (0..n)
             .map(|j| {
                 let info = PeerInfo {

@@ -199,7 +199,10 @@ mod tests {
         let v1 = frame_of(1, &Msg::Ready).unwrap();
         assert!(matches!(
             read_msg(&mut &v1[..], MAX_BODY),
-            Err(BootstrapError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: 1 })
+            Err(BootstrapError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: 1
+            })
         ));
 
         assert!(matches!(

@@ -7,6 +7,7 @@ use std::ptr::{null, null_mut};
 use std::sync::Arc;
 
 use crate::error::{UcxError, check};
+use crate::exposure::Exposure;
 use crate::ffi;
 
 /// An initialised UCX context with tag matching, RMA, active messages and
@@ -69,14 +70,33 @@ impl UcxContext {
 }
 
 impl UcxContext {
+    /// Like [`UcxContext::with_options`], confined to the networks
+    /// `exposure` allows (see [`Exposure`]: a one-host job on shared
+    /// memory, or UCX's network ports on loopback or on the interface
+    /// toward the peers). `options` come after the confinement's, so they
+    /// win.
+    pub fn confined(exposure: Exposure, options: &[(&str, &str)]) -> Result<UcxContext, UcxError> {
+        let confine = exposure.host_options();
+        let mut all: Vec<(&str, &str)> = confine.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        if !confine.is_empty() {
+            log::debug!("ucx: confined to {exposure:?}: {confine:?}");
+        }
+        all.extend_from_slice(options);
+        UcxContext::with_options(&all)
+    }
+
     /// A context for connections by address to or from `addr`: like
-    /// [`UcxContext::with_options`], and for an IPv6 address with the tcp
+    /// [`UcxContext::confined`], and for an IPv6 address with the tcp
     /// transport's `AF_PRIO=inet6` unless `UCX_TCP_AF_PRIO` is set. UCX 1.13 opens
     /// its tcp data lanes on IPv4 first; a connection made over IPv6 then
     /// fails (and the failing server side corrupts the heap), so both
     /// sides of an IPv6 connection must open them on IPv6. (Over `::1` it
     /// is unreachable either way: use the host's own IPv6 address.)
-    pub fn for_address(addr: SocketAddr, options: &[(&str, &str)]) -> Result<UcxContext, UcxError> {
+    pub fn for_address(
+        addr: SocketAddr,
+        exposure: Exposure,
+        options: &[(&str, &str)],
+    ) -> Result<UcxContext, UcxError> {
         let mut all = options.to_vec();
         if addr.is_ipv6()
             && std::env::var_os("UCX_TCP_AF_PRIO").is_none()
@@ -86,7 +106,7 @@ impl UcxContext {
         {
             all.push(("AF_PRIO", "inet6"));
         }
-        UcxContext::with_options(&all)
+        UcxContext::confined(exposure, &all)
     }
 }
 

@@ -71,7 +71,8 @@ fn builder(tls: &str) -> UcxTransportBuilder {
 /// A client and the server side of its connection, handshake done.
 fn pair(tls: &str, at: &str) -> (Channel, Channel) {
     let at: SocketAddr = at.parse().unwrap();
-    let c = UcxContext::for_address(at, &[("TLS", tls)]).expect("ucp_init");
+    let c = UcxContext::for_address(at, ferrovia_ucx::Exposure::Unconfined, &[("TLS", tls)])
+        .expect("ucp_init");
     let listener = UcxListener::bind(&c, at).unwrap();
     let addr = listener.local_addr();
     assert_ne!(addr.port(), 0);

@@ -108,7 +108,8 @@ pub(crate) fn transport_builder(
 }
 
 fn context(addr: SocketAddr) -> Result<UcxContext, ConnectError> {
-    UcxContext::for_address(addr, &[]).map_err(|e| ConnectError::backend(addr, e))
+    UcxContext::for_address(addr, ferrovia_ucx::Exposure::for_address(addr.ip()), &[])
+        .map_err(|e| ConnectError::backend(addr, e))
 }
 
 /// The channel over a transport whose handshake is done.
