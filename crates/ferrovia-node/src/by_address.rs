@@ -32,6 +32,8 @@ use ferrovia_mr::MrRegistry;
 use crate::backend::{Backend, choose};
 
 mod error;
+#[cfg(feature = "ucx")]
+mod front_door;
 mod handshake;
 #[cfg(feature = "ucx")]
 mod ucx;

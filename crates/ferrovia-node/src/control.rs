@@ -70,6 +70,12 @@ fn local_ip_toward(rendezvous: &str) -> Result<std::net::IpAddr, BootstrapError>
         .map_err(|e| io(&format!("control port: resolve {hp}"), e))?
         .next()
         .ok_or_else(|| BootstrapError::Protocol(format!("control port: {hp} has no address")))?;
+    route_source(target)
+}
+
+/// The source address the routing table picks toward `target` (a UDP
+/// "connect" sends nothing).
+pub(crate) fn route_source(target: SocketAddr) -> Result<std::net::IpAddr, BootstrapError> {
     let any: SocketAddr = if target.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {

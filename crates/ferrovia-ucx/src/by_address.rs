@@ -1,66 +1,50 @@
-//! Transports of one peer connected by socket address: a client's
-//! (`ucp_ep_create` with the listener's address) and a server's (with a
-//! client's connection request from a [`UcxListener`](crate::UcxListener)),
-//! and the handshake messages their owners trade before the first post
-//! (UCX's own handshake carries no application data).
+//! Transports of one peer connected by address: the endpoint comes from
+//! the peer's worker address, which the owners traded through a front
+//! door of their own (ferrovia-node's `Listener`: bounded, framed, plain
+//! TCP), so no byte of a stranger's reaches UCX's socket connection
+//! manager, which aborts the process on malformed ones. That front door's
+//! connection can stay with the transport as its link (see
+//! `engine::link`).
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 
-use crate::context::UcxContext;
-use crate::control::HANDSHAKE_MAX;
-use crate::engine::EpTarget;
 use crate::error::UcxError;
 use crate::ffi;
-use crate::listener::UcxConnRequest;
-use crate::sockaddr::RawSockAddr;
-use crate::transport::{UcxTransport, UcxTransportBuilder};
-
-impl UcxTransportBuilder {
-    /// A transport of one peer (index 0) connected to the listener at
-    /// `addr` (`ucp_ep_create` with the socket address; UCX's connection
-    /// manager, tcp here, must reach it). Returns once the endpoint
-    /// exists: whether anyone listens shows as
-    /// [`UcxTransport::peer_failure`], or as the failure of the first
-    /// message.
-    pub fn connect_to(
-        self,
-        context: &UcxContext,
-        addr: SocketAddr,
-    ) -> Result<UcxTransport, UcxError> {
-        let mut t = self.start(context)?;
-        let raw = RawSockAddr::new(&addr);
-        t.engine
-            .lock()
-            .connect_by_address(EpTarget::SockAddr(&raw), addr)?;
-        t.connected_by_address(addr);
-        Ok(t)
-    }
-
-    /// A transport of one peer (index 0) connected to the client of
-    /// `request` (`ucp_ep_create` with it, on this transport's worker).
-    pub fn accept(
-        self,
-        context: &UcxContext,
-        request: UcxConnRequest,
-    ) -> Result<UcxTransport, UcxError> {
-        let client = request.client_addr();
-        let mut t = self.start(context)?;
-        request.consume(|raw| {
-            t.engine
-                .lock()
-                .connect_by_address(EpTarget::Request(raw), client)
-        })?;
-        t.connected_by_address(client);
-        Ok(t)
-    }
-}
+use crate::transport::UcxTransport;
 
 impl UcxTransport {
-    fn connected_by_address(&mut self, addr: SocketAddr) {
+    /// Connects this transport's one peer (index 0; this side is 0 to it
+    /// too) by its worker address (`worker`: what its
+    /// [`UcxTransport::address`] returned), for a connection made by
+    /// address: `addr` names the peer in errors and in
+    /// `Transport::disconnected`. Once only.
+    pub fn connect_peer(&mut self, worker: &[u8], addr: SocketAddr) -> Result<(), UcxError> {
+        if self.peers.get().is_some() {
+            return Err(UcxError::AlreadyConnected);
+        }
+        self.engine.lock().connect_by_address(worker, addr)?;
         let _ = self.peers.set(1);
         self.peer_addr = Some(addr);
         self.wake_progress();
+        Ok(())
+    }
+
+    /// Watches `link`, the owner's open connection to the peer of a
+    /// connection made by address: when the peer closes or resets it, the
+    /// peer is gone and its work fails (UCX 1.13's shared memory cannot
+    /// tell that a peer went away). Bytes the peer sends on it are
+    /// dropped.
+    pub fn watch_link(&self, link: TcpStream) -> Result<(), UcxError> {
+        if self.peer_addr.is_none() {
+            return Err(UcxError::NotConnected);
+        }
+        self.engine
+            .lock()
+            .set_link(link)
+            .map_err(|e| UcxError::ProgressThread(format!("cannot watch the link: {e}")))?;
+        self.wake_progress();
+        Ok(())
     }
 
     /// The peer's address, for a transport connected by address.
@@ -68,33 +52,8 @@ impl UcxTransport {
         self.peer_addr
     }
 
-    /// Sends a handshake message (at most 256 bytes) to the peer of a
-    /// transport connected by address, on the control channel: ordered
-    /// with the other handshake messages, not with posted work.
-    pub fn send_handshake(&self, bytes: &[u8]) -> Result<(), UcxError> {
-        if bytes.len() > HANDSHAKE_MAX {
-            return Err(UcxError::HandshakeTooLong {
-                len: bytes.len(),
-                max: HANDSHAKE_MAX,
-            });
-        }
-        if self.peer_addr.is_none() {
-            return Err(UcxError::NotConnected);
-        }
-        self.engine.lock().send_handshake(bytes.to_vec());
-        self.wake_progress();
-        Ok(())
-    }
-
-    /// The oldest handshake message received and not yet taken (the
-    /// progress thread receives them; at most four are kept, and more are
-    /// dropped as malformed).
-    pub fn take_handshake(&self) -> Option<Vec<u8>> {
-        self.engine.lock().take_handshake()
-    }
-
     /// Why the endpoint to the peer failed, if it did (not by this side's
-    /// own flush): for a client, whether anything listens at the address.
+    /// own flush).
     pub fn peer_failure(&self) -> Option<EndpointFailure> {
         self.engine
             .lock()

@@ -3,10 +3,8 @@
 //! owner revokes it on deregistration and waits for the acknowledgement;
 //! a transport that shuts down says goodbye; a side that flushes a
 //! connection tells the peer, which then breaks its side too (as an RC
-//! queue pair's peer does once its retries fail); the two sides of a connection
-//! made by address trade handshake messages (opaque to this layer, at most
-//! [`HANDSHAKE_MAX`] bytes). Everything received is validated; a malformed
-//! message is counted and dropped.
+//! queue pair's peer does once its retries fail). Everything received is
+//! validated; a malformed message is counted and dropped.
 //!
 //! ```text
 //! request: 'Q' from:u32 key:u32
@@ -15,7 +13,6 @@
 //! ack:     'A' from:u32 key:u32   (nothing of the sender's can reach the key any more)
 //! goodbye: 'B' from:u32           (the sender flushed and closes its endpoints)
 //! reset:   'X' from:u32 gen:u32   (the sender flushed its connection of generation gen)
-//! hello:   'H' from:u32 n:u16 bytes[n]   (a handshake message, n <= 256)
 //! ```
 //! (little-endian)
 
@@ -31,10 +28,7 @@ const REPLY: u8 = b'R';
 const REVOKE: u8 = b'V';
 const ACK: u8 = b'A';
 const GOODBYE: u8 = b'B';
-const HANDSHAKE: u8 = b'H';
 const RESET: u8 = b'X';
-/// The longest handshake message.
-pub const HANDSHAKE_MAX: usize = 256;
 const REPLY_FIXED: usize = 1 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 2;
 
 /// A decoded control message.
@@ -54,8 +48,6 @@ pub(crate) enum Control {
     Ack { from: u32, key: u32 },
     /// `from` shuts down: its accesses are flushed and it issues no more.
     Goodbye { from: u32 },
-    /// A handshake message of a connection made by address.
-    Handshake { from: u32, bytes: Vec<u8> },
     /// `from` flushed its connection of `generation` to the receiver: it
     /// issues nothing more on it and takes nothing more from it.
     Reset { from: u32, generation: u32 },
@@ -87,14 +79,6 @@ impl Control {
                 v.extend_from_slice(&from.to_le_bytes());
                 v
             }
-            Control::Handshake { from, bytes } => {
-                let mut v = Vec::with_capacity(7 + bytes.len());
-                v.push(HANDSHAKE);
-                v.extend_from_slice(&from.to_le_bytes());
-                v.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
-                v.extend_from_slice(bytes);
-                v
-            }
             Control::Reply { from, key, info } => {
                 let packed = info.as_ref().map_or(&[][..], |i| &i.packed[..]);
                 let mut v = Vec::with_capacity(REPLY_FIXED + packed.len());
@@ -123,13 +107,6 @@ impl Control {
         let from = u32::from_le_bytes(r.take()?);
         if kind == GOODBYE {
             return r.0.is_empty().then_some(Control::Goodbye { from });
-        }
-        if kind == HANDSHAKE {
-            let n = u16::from_le_bytes(r.take()?) as usize;
-            return (n <= HANDSHAKE_MAX && r.0.len() == n).then(|| Control::Handshake {
-                from,
-                bytes: r.0.to_vec(),
-            });
         }
         let key = u32::from_le_bytes(r.take()?);
         match kind {
@@ -203,14 +180,6 @@ mod tests {
                 from: 7,
                 generation: 3,
             },
-            Control::Handshake {
-                from: 0,
-                bytes: b"fv\x11\x05hello".to_vec(),
-            },
-            Control::Handshake {
-                from: 0,
-                bytes: vec![7; HANDSHAKE_MAX],
-            },
             Control::Reply {
                 from: 1,
                 key: 2,
@@ -255,10 +224,6 @@ mod tests {
                 from: 0,
                 generation: 1,
             },
-            Control::Handshake {
-                from: 0,
-                bytes: vec![1, 2, 3],
-            },
         ] {
             let bytes = short.encode();
             for cut in 0..bytes.len() {
@@ -273,13 +238,5 @@ mod tests {
             assert_eq!(Control::decode(&long), None, "{short:?} with a byte more");
         }
         assert_eq!(Control::decode(&[]), None);
-        // A handshake message longer than the limit is refused even when
-        // its length field says so.
-        let too_long = Control::Handshake {
-            from: 0,
-            bytes: vec![0; HANDSHAKE_MAX + 1],
-        }
-        .encode();
-        assert_eq!(Control::decode(&too_long), None);
     }
 }

@@ -51,20 +51,16 @@ use crate::tag::{self, Receives};
 mod control_plane;
 mod endpoints;
 mod generation;
+mod link;
 mod progress;
 mod send;
 pub(crate) mod token;
 
-pub(crate) use endpoints::EpTarget;
 pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, turn_inline, with_engine};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,
 };
-
-/// Handshake messages kept until taken; more are dropped as malformed
-/// (a connection's handshake has at most three).
-const HANDSHAKES_KEPT: usize = 4;
 
 /// How long shutdown waits for endpoints to close gracefully.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -90,9 +86,9 @@ pub(crate) struct Engine {
     /// Every peer's worker address (a renewed endpoint goes to it again).
     addresses: Vec<Vec<u8>>,
     recvs: Receives,
-    /// Handshake messages received and not yet taken (at most
-    /// [`HANDSHAKES_KEPT`]).
-    handshakes: VecDeque<Vec<u8>>,
+    /// The owner's connection to the peer of a connection made by address:
+    /// when the peer closes it, the peer is gone.
+    link: Option<link::Link>,
     ctrl: std::collections::HashMap<u32, Vec<u8>>,
     next_ctrl: u32,
     closing: usize,
@@ -147,7 +143,7 @@ impl Engine {
             peers: Vec::new(),
             addresses: Vec::new(),
             recvs: Receives::default(),
-            handshakes: VecDeque::new(),
+            link: None,
             ctrl: Default::default(),
             next_ctrl: 0,
             closing: 0,
@@ -216,6 +212,9 @@ impl Engine {
         }
         if self.cp.has_revocations() {
             busy |= self.expire_revocations();
+        }
+        if self.link.is_some() {
+            busy |= self.watch_link();
         }
         // SAFETY: the worker is used under the engine's lock only.
         busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;

@@ -62,12 +62,6 @@ pub enum UcxError {
     /// The transport is used before `connect`.
     #[error("the UCX transport is not connected yet")]
     NotConnected,
-    /// A listener is already bound to the address and port.
-    #[error("{addr} is already in use by another listener")]
-    AddrInUse {
-        /// The address asked for.
-        addr: SocketAddr,
-    },
     /// A UCX call about a socket address failed.
     #[error("{op} for {addr} failed: {message} (ucs_status_t {status})")]
     Addr {
@@ -79,14 +73,6 @@ pub enum UcxError {
         status: i8,
         /// UCX's own description.
         message: String,
-    },
-    /// A handshake message longer than the control channel carries.
-    #[error("a {len}-byte handshake message: at most {max} bytes")]
-    HandshakeTooLong {
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: usize,
     },
     /// A configuration option name or value contains a NUL byte.
     #[error("UCX option {name:?} is not a valid C string")]

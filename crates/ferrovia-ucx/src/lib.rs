@@ -33,13 +33,18 @@
 //!   [`UcxTransportBuilder::revocation_timeout`] is force-closed.
 //! - Endpoints use peer error handling: a dead peer fails its work with
 //!   `IBV_WC_RETRY_EXC_ERR` (the UCX status is the vendor error).
-//! - Connection by address: a [`UcxListener`] (`ucp_listener_create` on a
-//!   worker of its own, taken in by the thread asking for the next
-//!   [`UcxConnRequest`]) and [`UcxTransportBuilder::connect_to`] /
-//!   [`UcxTransportBuilder::accept`] (`ucp_ep_create` with the socket
-//!   address or the request) make transports of one peer; their owners
-//!   trade handshake messages ([`UcxTransport::send_handshake`]) on the
-//!   control channel, since UCX's handshake carries no application data.
+//! - Connection by address: a transport of one peer
+//!   ([`UcxTransport::connect_peer`]) gets its endpoint from the peer's
+//!   worker address, which its owner traded through a front door of its
+//!   own (ferrovia-node's `Listener`: bounded, framed, on plain TCP). UCX's
+//!   socket connection manager (`ucp_listener_create`) is not used: it
+//!   aborts the process on malformed bytes from any client. The owner's
+//!   TCP connection can stay with the transport as its link: when the peer
+//!   closes it, its work fails (shared memory has no peer failure handling
+//!   of its own).
+//! - Where UCX may listen: [`Exposure`] and [`UcxContext::confined`] keep
+//!   a one-host job off the network and a multi-host one on the interface
+//!   toward its peers.
 //!
 //! Bindings are generated at build time over the system UCX
 //! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
@@ -54,23 +59,19 @@ mod events;
 mod exposure;
 mod ffi;
 mod keys;
-mod listener;
 mod netdev;
 mod notify;
 mod peer;
 mod revoke;
-mod sockaddr;
 mod status;
 mod tag;
 mod transport;
 
 pub use by_address::EndpointFailure;
 pub use context::UcxContext;
-pub use control::HANDSHAKE_MAX;
 pub use error::UcxError;
 pub use exposure::Exposure;
 pub use keys::UcxRegistrar;
-pub use listener::{UcxConnRequest, UcxListener};
 #[doc(hidden)]
 pub use transport::{PostStats, ProgressStall};
 pub use transport::{UcxTransport, UcxTransportBuilder};

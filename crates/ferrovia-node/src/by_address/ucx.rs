@@ -1,37 +1,41 @@
-//! Connection by address on UCX: a [`UcxListener`] and transports of one
-//! peer each (`ucp_ep_create` with the socket address or the client's
-//! request). UCX's handshake carries no application data, so the private
-//! data travels in handshake messages on the transport's control channel,
-//! framed and bounded as on verbs: the client's request, the server's
-//! accept or reject, and the client's "ready" (the connection manager's
-//! "ready to use" on verbs), after which the channel is handed out.
+//! Connection by address on UCX: ferrovia's own front door on plain TCP
+//! (`front_door`), then transports of one peer whose endpoints come from
+//! the worker addresses the two sides traded. No byte of a stranger's
+//! reaches UCX: its socket connection manager aborts the process on
+//! malformed ones (17 zero bytes did), so it is not used. A client on this
+//! host works over shared memory alone; the TCP connection stays open as
+//! the connection's link, so a peer that goes away fails the channel's
+//! work even where UCX cannot tell (shared memory).
 //!
 //! Bounds, whatever connects: no thread of the listener's own (the
-//! accepting thread takes requests in); at most `max_pending` requests in
-//! their handshake at once (each a UCX worker and its progress thread),
-//! more are rejected at once; each has `handshake_timeout` to send its
-//! request, else it is dropped; a handshake message is at most 256 bytes
-//! and at most four are kept; refusals are logged one by one for the first
-//! eight, then counted.
+//! accepting thread reads the front door without blocking); at most
+//! `max_pending` connections in their handshake (a new one evicts the
+//! oldest, so connections that never speak cannot lock real clients
+//! out); each has `handshake_timeout` to send its request, whose length
+//! is checked from its 8-byte header before its body is read (at most
+//! ~9 KiB); a UCX worker is made only for a request that decoded;
+//! refusals are logged one by one for the first eight, then counted.
 
-use std::net::SocketAddr;
+use std::collections::VecDeque;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, Transport};
 use ferrovia_mr::MrRegistry;
-use ferrovia_ucx::{
-    EndpointFailure, UcxContext, UcxError, UcxListener, UcxTransport, UcxTransportBuilder,
-};
+use ferrovia_ucx::{Exposure, UcxContext, UcxError, UcxTransport, UcxTransportBuilder};
 
-use crate::Backend;
 use crate::by_address::error::{ConnectError, no_route};
+use crate::by_address::front_door::{self, Frame, FrameReader, Read1};
 use crate::by_address::handshake::{self, Decoded, Kind};
+use crate::{Backend, control};
 
-/// How long the accepting thread sleeps on the listener between looks at
-/// the handshakes in progress.
-const LOOK_EVERY: Duration = Duration::from_millis(2);
+/// How long the accepting thread sleeps between looks at the front door.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
+/// Connections taken in per look, so each pending one is read often.
+const ACCEPTS_PER_LOOK: usize = 16;
 /// Refusals logged one by one; the rest are counted.
 const LOGGED_REFUSALS: u64 = 8;
 
@@ -42,35 +46,39 @@ pub(crate) struct Limits {
     pub(crate) handshake_timeout: Duration,
 }
 
-/// A UCX listener and the requests in their handshake.
+/// A UCX listener: the front door and the connections in their
+/// handshake.
 pub(crate) struct UcxSide {
     ctx: UcxContext,
-    listener: UcxListener,
+    listener: TcpListener,
+    local: SocketAddr,
     builder: UcxTransportBuilder,
     cfg: ChannelConfig,
     limits: Limits,
-    pending: Mutex<Vec<Handshake>>,
+    pending: Mutex<VecDeque<Pending>>,
     refused: AtomicU64,
 }
 
-/// A client whose request has not arrived yet.
-struct Handshake {
-    t: UcxTransport,
+/// A connection whose request is not in yet.
+struct Pending {
+    stream: TcpStream,
     peer: SocketAddr,
+    reader: FrameReader,
     until: Instant,
 }
 
-/// A client's request, its transport connected, not yet answered.
+/// A client's request, its transport made, not yet answered.
 pub(crate) struct UcxIncoming {
     /// `None` once answered.
-    t: Option<UcxTransport>,
+    answer: Option<(UcxTransport, TcpStream)>,
+    worker: Vec<u8>,
     peer: SocketAddr,
     cfg: ChannelConfig,
     /// The channel's registry, there before the answer.
     pub(crate) registry: MrRegistry,
 }
 
-/// A client's transport, its endpoint made, its request not yet sent.
+/// A client's transport, its request not yet sent.
 pub(crate) struct UcxOutgoing {
     t: UcxTransport,
     addr: SocketAddr,
@@ -82,23 +90,30 @@ pub(crate) struct UcxOutgoing {
 impl Drop for UcxIncoming {
     /// An unanswered request is rejected, with no private data.
     fn drop(&mut self) {
-        if let Some(t) = self.t.take()
-            && let Ok(bytes) = handshake::encode(Kind::Reject, &[], self.peer)
+        if let Some((_, mut stream)) = self.answer.take()
+            && let Ok(data) = handshake::encode(Kind::Reject, &[], self.peer)
         {
-            let _ = t.send_handshake(&bytes);
+            let _ = front_door::send(&mut stream, &Frame::Reject { data });
         }
     }
 }
 
-/// The transport settings of `channel`, unless `given`.
+/// The transport settings of `channel`, unless `given`, for a context
+/// confined to `exposure`.
 pub(crate) fn transport_builder(
     channel: &ChannelBuilder,
     given: Option<&UcxTransportBuilder>,
+    exposure: Exposure,
 ) -> UcxTransportBuilder {
     if let Some(b) = given {
         return b.clone();
     }
-    let b = UcxTransport::builder().shared_receives(channel.config().shared_receives);
+    let mut b = UcxTransport::builder().shared_receives(channel.config().shared_receives);
+    if exposure.shared_memory_only(&|k| std::env::var(k).ok()) {
+        // UCX 1.13's shared memory has no peer failure handling: the link
+        // tells instead.
+        b = b.detect_peer_failure(false);
+    }
     #[cfg(feature = "verbs")]
     let b = {
         let caps = channel.config().caps;
@@ -107,8 +122,16 @@ pub(crate) fn transport_builder(
     b
 }
 
-fn context(addr: SocketAddr) -> Result<UcxContext, ConnectError> {
-    UcxContext::for_address(addr, ferrovia_ucx::Exposure::for_address(addr.ip()), &[])
+/// A UCX context for connections with `addr` that listens only where
+/// they come from: `local`, this side's address toward it (a loopback one
+/// keeps UCX on shared memory).
+fn context(
+    addr: SocketAddr,
+    local: std::net::IpAddr,
+) -> Result<(UcxContext, Exposure), ConnectError> {
+    let exposure = Exposure::for_address(local);
+    UcxContext::for_address(addr, exposure, &[])
+        .map(|c| (c, exposure))
         .map_err(|e| ConnectError::backend(addr, e))
 }
 
@@ -128,72 +151,47 @@ fn channel(
 /// Drops a transport whose handshake failed: its endpoint is closed at
 /// once (nothing of it is worth a graceful close).
 fn abandon(t: UcxTransport) {
-    let _ = Transport::flush(&t, 0);
+    if t.peer_addr().is_some() {
+        let _ = Transport::flush(&t, 0);
+    }
     drop(t);
 }
 
-/// What a wait for the peer's next handshake message found.
-enum Heard {
-    Message(Vec<u8>),
-    Failed(EndpointFailure),
-    TimedOut,
+/// Sets both timeouts of a blocking stream to what is left until
+/// `deadline` (at least 1 ms: zero means "none").
+fn bound(s: &TcpStream, deadline: Instant) -> std::io::Result<()> {
+    let t = Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1)),
+    );
+    s.set_read_timeout(t)?;
+    s.set_write_timeout(t)
 }
 
-/// Waits until `deadline` for `t`'s next handshake message (the progress
-/// thread receives it) or its endpoint's failure.
-fn hear(t: &UcxTransport, deadline: Instant) -> Heard {
-    let mut nap = Duration::from_micros(50);
+/// Reads one frame from a blocking stream before `deadline`.
+fn read_frame(s: &mut TcpStream, deadline: Instant) -> Read1 {
+    let mut r = FrameReader::default();
     loop {
-        if let Some(m) = t.take_handshake() {
-            return Heard::Message(m);
+        if bound(s, deadline).is_err() {
+            return Read1::Closed;
         }
-        if let Some(f) = t.peer_failure() {
-            return Heard::Failed(f);
+        match r.read(s) {
+            Read1::More if Instant::now() < deadline => continue,
+            other => return other,
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Heard::TimedOut;
-        }
-        std::thread::sleep(nap.min(left));
-        nap = (nap * 2).min(Duration::from_millis(1));
     }
 }
 
-/// An endpoint failure while connecting to `addr`, as a [`ConnectError`].
-fn failure(f: EndpointFailure, addr: SocketAddr) -> ConnectError {
-    match f {
-        EndpointFailure::NotConnected => match no_route(addr) {
-            Some(why) => ConnectError::Unreachable {
-                addr,
-                reason: format!("no route: {why}"),
-            },
-            None => ConnectError::NotListening {
-                addr,
-                backend: Backend::Ucx,
-            },
-        },
-        EndpointFailure::Rejected => ConnectError::Refused {
-            addr,
-            reason: "the listener turned the request away (too many requests in their handshake, or it closed)".into(),
-        },
-        EndpointFailure::Unreachable => ConnectError::Unreachable {
-            addr,
-            reason: format!(
-                "no route or host answers there, or no UCX transport reaches it ({f}; a connection by address needs tcp in UCX_TLS)"
-            ),
-        },
-        other => ConnectError::Disconnected {
-            addr,
-            reason: other.to_string(),
-        },
+fn io_error(addr: SocketAddr, e: std::io::Error) -> ConnectError {
+    ConnectError::Disconnected {
+        addr,
+        reason: e.to_string(),
     }
 }
 
 fn ucx_error(e: UcxError, addr: SocketAddr) -> ConnectError {
-    match e {
-        UcxError::AddrInUse { addr } => ConnectError::AddrInUse { addr },
-        other => ConnectError::backend(addr, other),
-    }
+    ConnectError::backend(addr, e)
 }
 
 impl UcxSide {
@@ -203,31 +201,41 @@ impl UcxSide {
         builder: Option<&UcxTransportBuilder>,
         limits: Limits,
     ) -> Result<UcxSide, ConnectError> {
-        let ctx = context(addr)?;
-        let listener = UcxListener::bind(&ctx, addr).map_err(|e| ucx_error(e, addr))?;
+        let listener = TcpListener::bind(addr).map_err(|e| match e.kind() {
+            ErrorKind::AddrInUse => ConnectError::AddrInUse { addr },
+            _ => ConnectError::backend(addr, e),
+        })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| ConnectError::backend(addr, e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| ConnectError::backend(addr, e))?;
+        let (ctx, exposure) = context(local, local.ip())?;
         Ok(UcxSide {
             ctx,
             listener,
-            builder: transport_builder(channel, builder),
+            local,
+            builder: transport_builder(channel, builder, exposure),
             cfg: channel.config().clone(),
             limits,
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(VecDeque::new()),
             refused: AtomicU64::new(0),
         })
     }
 
     pub(crate) fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr()
+        self.local
     }
 
     fn refuse(&self, peer: SocketAddr, why: &str) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= LOGGED_REFUSALS {
-            log::warn!("listener {}: dropped {peer}: {why}", self.local_addr());
+            log::warn!("listener {}: dropped {peer}: {why}", self.local);
         } else {
             log::debug!(
                 "listener {}: dropped {peer}: {why} ({n} so far)",
-                self.local_addr()
+                self.local
             );
         }
     }
@@ -237,80 +245,106 @@ impl UcxSide {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Takes in the requests that arrived: each gets a transport, within
-    /// the bound on handshakes in progress.
-    fn take_in(&self, pending: &mut Vec<Handshake>) -> Result<(), ConnectError> {
-        let local = self.local_addr();
-        while let Some(request) = self
-            .listener
-            .next_request(Duration::ZERO)
-            .map_err(|e| ConnectError::backend(local, e))?
-        {
-            self.admit(pending, request);
-        }
-        Ok(())
-    }
-
-    /// Starts `request`'s handshake, within the bound on handshakes in
-    /// progress.
-    fn admit(&self, pending: &mut Vec<Handshake>, request: ferrovia_ucx::UcxConnRequest) {
-        let peer = request.client_addr();
-        if pending.len() >= self.limits.max_pending {
-            request.reject();
-            self.refuse(peer, "too many requests in their handshake");
-            return;
-        }
-        match self.builder.clone().accept(&self.ctx, request) {
-            Ok(t) => pending.push(Handshake {
-                t,
+    /// Takes in the connections that arrived (a few per look); over the
+    /// bound, the oldest in its handshake is dropped.
+    fn take_in(&self, pending: &mut VecDeque<Pending>) {
+        for _ in 0..ACCEPTS_PER_LOOK {
+            let (stream, peer) = match self.listener.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    // Out of descriptors and the like: shed, go on.
+                    log::warn!("listener {}: accept: {e}", self.local);
+                    if let Some(old) = pending.pop_front() {
+                        self.refuse(old.peer, "dropped to free a descriptor");
+                    }
+                    return;
+                }
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if pending.len() >= self.limits.max_pending
+                && let Some(old) = pending.pop_front()
+            {
+                self.refuse(old.peer, "too many connections in their handshake");
+            }
+            pending.push_back(Pending {
+                stream,
                 peer,
+                reader: FrameReader::default(),
                 until: Instant::now() + self.limits.handshake_timeout,
-            }),
-            Err(e) => self.refuse(peer, &e.to_string()),
+            });
         }
     }
 
-    /// The first handshake whose request arrived, in order of arrival;
-    /// drops those that failed, sent something else, or ran out of time.
-    fn ready(&self, pending: &mut Vec<Handshake>) -> Option<(SocketAddr, Vec<u8>, UcxIncoming)> {
+    /// Reads every pending connection; the first whose request is whole,
+    /// made into an incoming connection. Drops those that sent something
+    /// else, closed, or ran out of time.
+    fn ready(&self, pending: &mut VecDeque<Pending>) -> Option<(SocketAddr, Vec<u8>, UcxIncoming)> {
         let now = Instant::now();
         let mut i = 0;
         while i < pending.len() {
-            let h = &pending[i];
-            if let Some(m) = h.t.take_handshake() {
-                let h = pending.remove(i);
-                match handshake::expect(Kind::Request, &m, h.peer) {
-                    Ok(data) => {
-                        let data = data.to_vec();
-                        let incoming = UcxIncoming {
-                            registry: MrRegistry::with_registrar(h.t.registrar()),
-                            t: Some(h.t),
-                            peer: h.peer,
-                            cfg: self.cfg.clone(),
-                        };
-                        return Some((h.peer, data, incoming));
-                    }
-                    Err(e) => {
-                        self.refuse(h.peer, &e.to_string());
-                        abandon(h.t);
+            let p = &mut pending[i];
+            match p.reader.read(&mut p.stream) {
+                Read1::More if now < p.until => i += 1,
+                Read1::More => {
+                    let p = pending.remove(i)?;
+                    self.refuse(
+                        p.peer,
+                        &format!("sent no request within {:?}", self.limits.handshake_timeout),
+                    );
+                }
+                Read1::Closed => {
+                    let p = pending.remove(i)?;
+                    self.refuse(p.peer, "closed before its request");
+                }
+                Read1::Bad(why) => {
+                    let p = pending.remove(i)?;
+                    self.refuse(p.peer, &why);
+                }
+                Read1::Frame(f) => {
+                    let p = pending.remove(i)?;
+                    match self.incoming(p.stream, p.peer, f) {
+                        Ok(ready) => return Some(ready),
+                        Err(why) => self.refuse(p.peer, &why),
                     }
                 }
-            } else if let Some(f) = h.t.peer_failure() {
-                let h = pending.remove(i);
-                self.refuse(h.peer, &format!("went away before its request: {f}"));
-                abandon(h.t);
-            } else if now >= h.until {
-                let h = pending.remove(i);
-                self.refuse(
-                    h.peer,
-                    &format!("sent no request within {:?}", self.limits.handshake_timeout),
-                );
-                abandon(h.t);
-            } else {
-                i += 1;
             }
         }
         None
+    }
+
+    /// A request that decoded, made into an incoming connection with a
+    /// transport of its own.
+    fn incoming(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        f: Frame,
+    ) -> Result<(SocketAddr, Vec<u8>, UcxIncoming), String> {
+        let Frame::Request { data, worker, .. } = f else {
+            return Err(format!("expected a request, got {:?}", f.kind()));
+        };
+        let data = handshake::expect(Kind::Request, &data, peer)
+            .map_err(|e| e.to_string())?
+            .to_vec();
+        stream
+            .set_nonblocking(false)
+            .map_err(|e| format!("socket: {e}"))?;
+        let t = self
+            .builder
+            .clone()
+            .start(&self.ctx)
+            .map_err(|e| e.to_string())?;
+        let incoming = UcxIncoming {
+            registry: MrRegistry::with_registrar(t.registrar()),
+            answer: Some((t, stream)),
+            worker,
+            peer,
+            cfg: self.cfg.clone(),
+        };
+        Ok((peer, data, incoming))
     }
 
     pub(crate) fn accept(
@@ -322,7 +356,7 @@ impl UcxSide {
         loop {
             {
                 let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-                self.take_in(&mut pending)?;
+                self.take_in(&mut pending);
                 if let Some(ready) = self.ready(&mut pending) {
                     return Ok(ready);
                 }
@@ -331,20 +365,11 @@ impl UcxSide {
             if left.is_zero() {
                 return Err(ConnectError::Timeout {
                     what: "waiting for a connection request",
-                    addr: self.local_addr(),
+                    addr: self.local,
                     after: start.elapsed(),
                 });
             }
-            // Sleeps on the listener's worker; a request arriving is taken
-            // in by the next round (it stays in the listener's queue).
-            if let Some(request) = self
-                .listener
-                .next_request(left.min(LOOK_EVERY))
-                .map_err(|e| ConnectError::backend(self.local_addr(), e))?
-            {
-                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-                self.admit(&mut pending, request);
-            }
+            std::thread::sleep(left.min(LOOK_EVERY));
         }
     }
 }
@@ -359,69 +384,87 @@ impl UcxIncoming {
         let peer = self.peer;
         // Too much data: refused before anything is sent; dropping `self`
         // then rejects the request.
-        let bytes = handshake::encode(Kind::Accept, private_data, peer)?;
-        let Some(t) = self.t.take() else {
+        let data = handshake::encode(Kind::Accept, private_data, peer)?;
+        let Some((mut t, mut stream)) = self.answer.take() else {
             return Err(ConnectError::Protocol {
                 addr: peer,
                 reason: "the request was already answered".into(),
             });
         };
+        let deadline = Instant::now() + timeout;
         let start = Instant::now();
-        if let Err(e) = t.send_handshake(&bytes) {
+        // The endpoint exists before the client hears of this side, so
+        // whatever it sends first finds it.
+        if let Err(e) = t.connect_peer(&self.worker, peer) {
             abandon(t);
-            return Err(ConnectError::backend(peer, e));
+            return Err(ucx_error(e, peer));
         }
-        let outcome = match hear(&t, start + timeout) {
-            Heard::Message(m) => handshake::expect(Kind::Ready, &m, peer).map(drop),
-            Heard::Failed(f) => Err(ConnectError::Disconnected {
+        let answer = Frame::Accept {
+            data,
+            worker: t.address().to_vec(),
+        };
+        let sent = bound(&stream, deadline).and_then(|()| front_door::send(&mut stream, &answer));
+        if let Err(e) = sent {
+            abandon(t);
+            return Err(io_error(peer, e));
+        }
+        let outcome = match read_frame(&mut stream, deadline) {
+            Read1::Frame(Frame::Ready) => Ok(()),
+            Read1::Frame(f) => Err(ConnectError::Protocol {
                 addr: peer,
-                reason: f.to_string(),
+                reason: format!("expected ready, got {:?}", f.kind()),
             }),
-            Heard::TimedOut => Err(ConnectError::Timeout {
+            Read1::Bad(reason) => Err(ConnectError::Protocol { addr: peer, reason }),
+            Read1::Closed => Err(ConnectError::Disconnected {
+                addr: peer,
+                reason: "the client closed the connection before confirming".into(),
+            }),
+            Read1::More => Err(ConnectError::Timeout {
                 what: "waiting for the client to confirm",
                 addr: peer,
                 after: start.elapsed(),
             }),
         };
-        match outcome {
-            Ok(()) => {
-                let registry = std::mem::replace(
-                    &mut self.registry,
-                    MrRegistry::with_registrar(t.registrar()),
-                );
-                channel(t, registry, self.cfg.clone(), peer, client_data)
-            }
-            Err(e) => {
-                abandon(t);
-                Err(e)
-            }
+        if let Err(e) = outcome.and_then(|()| t.watch_link(stream).map_err(|e| ucx_error(e, peer)))
+        {
+            abandon(t);
+            return Err(e);
         }
+        let registry = std::mem::replace(
+            &mut self.registry,
+            MrRegistry::with_registrar(t.registrar()),
+        );
+        channel(t, registry, self.cfg.clone(), peer, client_data)
     }
 
     pub(crate) fn reject(mut self, private_data: &[u8]) -> Result<(), ConnectError> {
         // Too much data: refused before anything is sent; dropping `self`
         // then rejects the request with none.
-        let bytes = handshake::encode(Kind::Reject, private_data, self.peer)?;
-        let Some(t) = self.t.take() else {
+        let data = handshake::encode(Kind::Reject, private_data, self.peer)?;
+        let Some((t, mut stream)) = self.answer.take() else {
             return Ok(());
         };
-        let sent = t.send_handshake(&bytes);
-        // Dropping closes gracefully: the endpoint's flush delivers the
-        // reject before the close.
         drop(t);
-        sent.map_err(|e| ConnectError::backend(self.peer, e))
+        let deadline = Instant::now() + Duration::from_secs(1);
+        bound(&stream, deadline)
+            .and_then(|()| front_door::send(&mut stream, &Frame::Reject { data }))
+            .map_err(|e| io_error(self.peer, e))
     }
 }
 
-/// Makes a transport with an endpoint to `addr` (nothing is sent yet).
+/// Makes a transport for a connection to `addr` (nothing is sent yet).
 pub(crate) fn resolve(
     addr: SocketAddr,
     settings: &ChannelBuilder,
     builder: Option<&UcxTransportBuilder>,
 ) -> Result<UcxOutgoing, ConnectError> {
-    let ctx = context(addr)?;
-    let t = transport_builder(settings, builder)
-        .connect_to(&ctx, addr)
+    let local = control::route_source(addr).map_err(|_| ConnectError::Unreachable {
+        addr,
+        reason: format!("no route: {}", no_route(addr).unwrap_or_default()),
+    })?;
+    let (ctx, exposure) = context(addr, local)?;
+    let t = transport_builder(settings, builder, exposure)
+        .start(&ctx)
         .map_err(|e| ucx_error(e, addr))?;
     Ok(UcxOutgoing {
         registry: MrRegistry::with_registrar(t.registrar()),
@@ -429,6 +472,34 @@ pub(crate) fn resolve(
         addr,
         cfg: settings.config().clone(),
     })
+}
+
+/// A connect to the front door that failed, as a [`ConnectError`].
+fn connect_failed(addr: SocketAddr, e: std::io::Error, start: Instant) -> ConnectError {
+    match e.kind() {
+        ErrorKind::ConnectionRefused => ConnectError::NotListening {
+            addr,
+            backend: Backend::Ucx,
+        },
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => ConnectError::Timeout {
+            what: "connecting to the listener",
+            addr,
+            after: start.elapsed(),
+        },
+        ErrorKind::NetworkUnreachable
+        | ErrorKind::HostUnreachable
+        | ErrorKind::AddrNotAvailable => ConnectError::Unreachable {
+            addr,
+            reason: e.to_string(),
+        },
+        _ => ConnectError::Unreachable {
+            addr,
+            reason: match no_route(addr) {
+                Some(why) => format!("no route: {why}"),
+                None => e.to_string(),
+            },
+        },
+    }
 }
 
 impl UcxOutgoing {
@@ -440,56 +511,75 @@ impl UcxOutgoing {
         timeout: Duration,
     ) -> Result<Channel, ConnectError> {
         let UcxOutgoing {
-            t,
+            mut t,
             addr,
             cfg,
             registry,
         } = self;
-        let bytes = match handshake::encode(Kind::Request, private_data, addr) {
-            Ok(b) => b,
-            Err(e) => {
-                abandon(t);
-                return Err(e);
-            }
-        };
+        let data = handshake::encode(Kind::Request, private_data, addr)?;
         let start = Instant::now();
-        if let Err(e) = t.send_handshake(&bytes) {
-            abandon(t);
-            return Err(ConnectError::backend(addr, e));
-        }
-        let answer = match hear(&t, start + timeout) {
-            Heard::Message(m) => match handshake::decode(&m) {
-                Decoded::Ours(Kind::Accept, data) => Ok(data.to_vec()),
-                Decoded::Ours(Kind::Reject, data) => Err(ConnectError::Rejected {
-                    addr,
-                    private_data: data.to_vec(),
-                }),
-                _ => Err(handshake::expect(Kind::Accept, &m, addr)
-                    .map(drop)
-                    .err()
-                    .unwrap_or(ConnectError::Protocol {
-                        addr,
-                        reason: "an unexpected answer".into(),
-                    })),
-            },
-            Heard::Failed(f) => Err(failure(f, addr)),
-            Heard::TimedOut => Err(ConnectError::Timeout {
-                what: "waiting for the server's answer",
-                addr,
-                after: start.elapsed(),
-            }),
+        let deadline = start + timeout;
+        let mut stream = TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1)))
+            .map_err(|e| connect_failed(addr, e, start))?;
+        let request = Frame::Request {
+            token: Vec::new(),
+            data,
+            worker: t.address().to_vec(),
         };
-        let ready = answer.and_then(|a| Ok((a, handshake::encode(Kind::Ready, &[], addr)?)));
-        let (answer, ready) = match ready {
-            Ok(r) => r,
-            Err(e) => {
-                abandon(t);
-                return Err(e);
+        bound(&stream, deadline)
+            .and_then(|()| front_door::send(&mut stream, &request))
+            .map_err(|e| io_error(addr, e))?;
+        let (answer, worker) = match read_frame(&mut stream, deadline) {
+            Read1::Frame(Frame::Accept { data, worker }) => match handshake::decode(&data) {
+                Decoded::Ours(Kind::Accept, d) => (d.to_vec(), worker),
+                _ => {
+                    return Err(handshake::expect(Kind::Accept, &data, addr)
+                        .map(drop)
+                        .err()
+                        .unwrap_or(ConnectError::Protocol {
+                            addr,
+                            reason: "an unexpected answer".into(),
+                        }));
+                }
+            },
+            Read1::Frame(Frame::Reject { data }) => {
+                return Err(ConnectError::Rejected {
+                    addr,
+                    private_data: handshake::expect(Kind::Reject, &data, addr)?.to_vec(),
+                });
+            }
+            Read1::Frame(f) => {
+                return Err(ConnectError::Protocol {
+                    addr,
+                    reason: format!("expected an accept, got {:?}", f.kind()),
+                });
+            }
+            Read1::Bad(reason) => return Err(ConnectError::Protocol { addr, reason }),
+            Read1::Closed => {
+                return Err(ConnectError::Refused {
+                    addr,
+                    reason: "the listener closed the connection before answering (too many connections in their handshake, or it closed)".into(),
+                });
+            }
+            Read1::More => {
+                return Err(ConnectError::Timeout {
+                    what: "waiting for the server's answer",
+                    addr,
+                    after: start.elapsed(),
+                });
             }
         };
-        if let Err(e) = t.send_handshake(&ready) {
+        if let Err(e) = t.connect_peer(&worker, addr) {
             abandon(t);
-            return Err(ConnectError::backend(addr, e));
+            return Err(ucx_error(e, addr));
+        }
+        let confirmed = bound(&stream, deadline)
+            .and_then(|()| front_door::send(&mut stream, &Frame::Ready))
+            .map_err(|e| io_error(addr, e))
+            .and_then(|()| t.watch_link(stream).map_err(|e| ucx_error(e, addr)));
+        if let Err(e) = confirmed {
+            abandon(t);
+            return Err(e);
         }
         channel(t, registry, cfg, addr, answer)
     }

@@ -78,7 +78,6 @@ impl Engine {
             | Control::Revoke { from, .. }
             | Control::Ack { from, .. }
             | Control::Goodbye { from }
-            | Control::Handshake { from, .. }
             | Control::Reset { from, .. } => from as usize,
         };
         if from >= self.peers.len() {
@@ -107,7 +106,6 @@ impl Engine {
                 self.malformed("goodbye from itself")
             }
             Control::Goodbye { .. } => self.on_goodbye(from),
-            Control::Handshake { bytes, .. } => self.on_handshake(bytes),
             Control::Reset { .. } if Some(from) == self.loopback => {
                 self.malformed("reset from itself")
             }
@@ -229,31 +227,6 @@ impl Engine {
             None if given_up => {}
             None => self.malformed("unsolicited acknowledgement"),
         }
-    }
-
-    /// A handshake message of a connection made by address: kept for the
-    /// transport's owner to take (`UcxTransport::take_handshake`).
-    fn on_handshake(&mut self, bytes: Vec<u8>) {
-        if self.handshakes.len() >= super::HANDSHAKES_KEPT {
-            return self.malformed("too many handshake messages");
-        }
-        self.handshakes.push_back(bytes);
-    }
-
-    /// The oldest handshake message not yet taken.
-    pub(crate) fn take_handshake(&mut self) -> Option<Vec<u8>> {
-        self.handle_events();
-        self.handshakes.pop_front()
-    }
-
-    /// Sends a handshake message to the peer of a connection made by
-    /// address (peer 0).
-    pub(crate) fn send_handshake(&mut self, bytes: Vec<u8>) {
-        let from = self.me as u32;
-        self.send_control(0, Control::Handshake { from, bytes }.encode());
-        // A send that completed inside the call left its event in this
-        // (user) thread's list: handle it before letting go of the engine.
-        self.handle_events();
     }
 
     /// Whether `peer` is gone: its endpoint failed (not by this side's

@@ -11,17 +11,8 @@ use crate::error::UcxError;
 use crate::events;
 use crate::ffi;
 use crate::peer::{Peer, RemoteKey};
-use crate::sockaddr::{RawSockAddr, as_ucs};
 use crate::status::{Started, started};
 use crate::tag;
-
-/// Where an endpoint of a connection made by address goes.
-pub(crate) enum EpTarget<'a> {
-    /// A listener's socket address (the client side).
-    SockAddr(&'a RawSockAddr),
-    /// A client's connection request (the server side).
-    Request(ffi::ucp_conn_request_h),
-}
 
 impl Engine {
     pub(super) fn connect(&mut self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
@@ -69,39 +60,29 @@ impl Engine {
         Ok(())
     }
 
-    /// Connects this engine's one peer by address (peer 0; this side is
-    /// 0 to it too): to a listener's socket address, or from a client's
-    /// connection request (which `ucp_ep_create` releases, whatever it
-    /// returns). `addr` names the peer in errors.
+    /// Connects this engine's one peer of a connection made by address
+    /// (peer 0; this side is 0 to it too) by its worker address, which the
+    /// owners traded through their own handshake; `addr` names the peer in
+    /// errors.
     pub(crate) fn connect_by_address(
         &mut self,
-        target: EpTarget<'_>,
+        worker: &[u8],
         addr: SocketAddr,
     ) -> Result<(), UcxError> {
         if !self.peers.is_empty() {
             return Err(UcxError::AlreadyConnected);
         }
-        let mut params = match target {
-            EpTarget::SockAddr(raw) => ffi::ucp_ep_params_t {
-                field_mask: u64::from(
-                    ffi::UCP_EP_PARAM_FIELD_SOCK_ADDR | ffi::UCP_EP_PARAM_FIELD_FLAGS,
-                ),
-                flags: ffi::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-                sockaddr: as_ucs(raw),
-                ..Default::default()
-            },
-            EpTarget::Request(request) => ffi::ucp_ep_params_t {
-                field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_CONN_REQUEST),
-                conn_request: request,
-                ..Default::default()
-            },
-        };
-        let ep = self
-            .create_ep_with(&mut params, 0, 0)
-            .map_err(|s| crate::error::addr_error("ucp_ep_create", addr, s))?;
+        let mut status = self.create_ep(0, 0, worker);
+        if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
+            // Shared memory has no peer failure handling in UCX 1.13: the
+            // owner's link tells instead.
+            self.detect_failures = false;
+            status = self.create_ep(0, 0, worker);
+        }
+        let ep = status.map_err(|s| crate::error::addr_error("ucp_ep_create", addr, s))?;
         self.me = 0;
         self.loopback = None;
-        self.addresses = Vec::new();
+        self.addresses = vec![worker.to_vec()];
         self.peers = vec![Peer::new(ep)];
         self.is_dirty = vec![false];
         log::debug!("ucx: endpoint to {addr} created");
