@@ -219,6 +219,9 @@ pub(crate) fn flood(node: &mut Node, depth: usize, msgs: u64) -> Result<(), Node
 
 /// Rank 1 sends twice what a pooled receive holds; rank 2 a message
 /// that fits. Rank 0 reports both.
+/// Messages rank 1 sends after its long one in `pool-too-long`.
+const LATER: usize = 50;
+
 pub(crate) fn too_long(node: &mut Node) -> Result<(), NodeError> {
     let me = node.rank();
     if node.world_size() != 3 {
@@ -254,6 +257,10 @@ pub(crate) fn too_long(node: &mut Node) -> Result<(), NodeError> {
             })?;
             println!("rank 0: the long message: {first:?}");
             println!("rank 0: then from {:?}, intact: {}", second.0, second.1);
+            println!(
+                "rank 0: messages of broken connections dropped: {}",
+                node.stale_dropped()
+            );
             node.barrier(&[0, 2], WAIT)?;
         }
         1 => {
@@ -271,12 +278,30 @@ pub(crate) fn too_long(node: &mut Node) -> Result<(), NodeError> {
                 "rank 1: the long send: {:?}",
                 sent.map_err(|e| e.to_string())
             );
+            // More after it: the connection is broken, so none may reach
+            // rank 0's pool (they fail here, or rank 0 drops them).
+            let later = node
+                .registry()
+                .register_buffer(message(1, 0).to_vec(), RegisterOptions::local())?;
+            let mut failed = 0;
+            for _ in 0..LATER {
+                let r = node.scope(|s| {
+                    let g = [Gather::of(&later)?];
+                    s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?
+                        .wait(WAIT)?;
+                    Ok::<_, NodeError>(())
+                });
+                failed += usize::from(r.is_err());
+            }
+            println!("rank 1: {failed} of {LATER} later sends failed");
+            node.barrier(&[1, 2], WAIT)?; // they are out before rank 2's
         }
         _ => {
             let msg = node
                 .registry()
                 .register_buffer(message(2, 0).to_vec(), RegisterOptions::local())?;
             node.barrier(&[0, 1, 2], WAIT)?;
+            node.barrier(&[1, 2], WAIT)?; // rank 1's later sends are out
             node.scope(|s| {
                 s.barrier(&[0, 2], WAIT)?; // rank 0's second receive is posted
                 let g = [Gather::of(&msg)?];
