@@ -46,6 +46,12 @@ pub(crate) const RANK: Program = Program::Bin {
     name: "ferrovia-rank",
 };
 
+/// The soak with faults (`cargo xtask bench soak`).
+pub(crate) const SOAK: Program = Program::Bin {
+    package: "ferrovia-benches",
+    name: "ferrovia-soak",
+};
+
 impl Program {
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -64,10 +64,14 @@ enum Command {
     },
     /// barrier: barrier algorithms x 2/4/8/16 ranks in one VM boot;
     /// --compare: ferrovia-perf next to perftest and ucx_perftest, written
-    /// to docs/benchmarks.md.
+    /// to docs/benchmarks.md; soak: the soak with faults (8 ranks over UCX
+    /// tcp on the host, then 4 over verbs in the VM), --minutes each.
     Bench {
-        #[arg(value_parser = ["barrier", "compare"], required_unless_present = "compare")]
+        #[arg(value_parser = ["barrier", "compare", "soak"], required_unless_present = "compare")]
         what: Option<String>,
+        /// With soak: how long each of its two runs lasts.
+        #[arg(long, default_value_t = 30)]
+        minutes: u64,
         /// The same as `compare`.
         #[arg(long, conflicts_with = "what")]
         compare: bool,
@@ -246,6 +250,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
                 ));
             }
             bench::barrier()
+        }
+        Command::Bench { what, minutes, .. } if what.as_deref() == Some("soak") => {
+            crate::soak::command(minutes)
         }
         Command::Bench { ucx_only, .. } => bench_compare::command(ucx_only),
         Command::DeviceTests {

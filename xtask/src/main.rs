@@ -22,6 +22,7 @@ mod process;
 mod ranks;
 mod rdma_devices;
 mod signals;
+mod soak;
 mod softroce;
 mod test_suite;
 #[cfg(test)]

@@ -423,6 +423,12 @@ impl Node {
         r
     }
 
+    /// Where this rank's control port listens (a peer's reconnect dials
+    /// it): on the interface toward the rendezvous.
+    pub fn control_addr(&self) -> SocketAddr {
+        self.control.addr()
+    }
+
     /// How many reconnects with `peer` succeeded: the generation of the
     /// connection to it (0 for one made at bootstrap).
     pub fn connection_generation(&self, peer: usize) -> Option<u32> {

@@ -1,0 +1,91 @@
+//! What a rank process holds, read from /proc: its threads, open files,
+//! resident memory, and the TCP ports it listens on.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A sample of a process's resources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Cost {
+    pub(crate) threads: u64,
+    pub(crate) fds: u64,
+    pub(crate) rss_kib: u64,
+}
+
+impl Cost {
+    /// `None` once the process is gone.
+    pub(crate) fn of(pid: u32) -> Option<Cost> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
+        Some(Cost {
+            threads: field("Threads:"),
+            fds,
+            rss_kib: field("VmRSS:"),
+        })
+    }
+}
+
+/// The socket inodes process `pid` holds.
+fn socket_inodes(pid: u32) -> HashSet<u64> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return HashSet::new();
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
+/// An address of `/proc/net/tcp{,6}` (hex words in host order).
+fn parse_addr(hex: &str) -> Option<SocketAddr> {
+    let (ip, port) = hex.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let ip = match ip.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(
+            u32::from_str_radix(ip, 16).ok()?.to_le_bytes(),
+        )),
+        32 => {
+            let mut b = [0u8; 16];
+            for w in 0..4 {
+                let word = u32::from_str_radix(&ip[w * 8..w * 8 + 8], 16).ok()?;
+                b[w * 4..w * 4 + 4].copy_from_slice(&word.to_le_bytes());
+            }
+            IpAddr::V6(Ipv6Addr::from(b))
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Every TCP address process `pid` listens on.
+pub(crate) fn listening(pid: u32) -> Vec<SocketAddr> {
+    let mine = socket_inodes(pid);
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                continue;
+            }
+            if let (Ok(inode), Some(a)) = (f[9].parse::<u64>(), parse_addr(f[1]))
+                && mine.contains(&inode)
+            {
+                out.push(a);
+            }
+        }
+    }
+    out.sort();
+    out
+}
