@@ -12,7 +12,8 @@
 //!   handles) and deregistered when the last handle drops; a view is never
 //!   handed out beyond what its key covers. Thread-safe, with counters.
 //! - [`MemoryRegionView`]: `id`, `virtual_addr`, `rdma_addr`, `size`,
-//!   `lkey`, `rkey`. `rdma_addr` differs from `virtual_addr` for
+//!   `lkey`, `rkey`, `access` (the registration's rights, which the
+//!   descriptor [`MemoryRegionView::remote`] makes carries). `rdma_addr` differs from `virtual_addr` for
 //!   zero-based registrations ([`RegisterOptions::zero_based`]).
 //! - [`RemoteMemoryRegion`]: what a peer needs (address, length, rkey; no
 //!   lkey), `Copy`, with a versioned wire form ([`RemoteMemoryRegion::encode`],
@@ -95,7 +96,7 @@
 //! assert_eq!(view.rdma_addr, 1 << 20);
 //!
 //! // The peer's side: decode and navigate.
-//! let wire = view.remote().encode();
+//! let wire = view.remote()?.encode();
 //! let remote = RemoteMemoryRegion::decode(&wire)?;
 //! let slots = remote.array::<u64>()?;
 //! assert_eq!(slots.len(), 512);

@@ -36,7 +36,7 @@ use crate::view::MemoryRegionView;
 /// let addr = arena.addr() + (1 << 20);
 /// let view = registry.view(addr, 4096)?;
 /// assert_eq!(view.rdma_addr, 1 << 20);
-/// let for_peer = view.remote().encode(); // send this to the peer
+/// let for_peer = view.remote()?.encode(); // send this to the peer
 /// # let _ = for_peer;
 /// # Ok(())
 /// # }
@@ -61,6 +61,7 @@ struct Entry {
     rdma_base: u64,
     lkey: u32,
     rkey: u32,
+    access: AccessFlags,
     seg: Arc<Segment>,
 }
 
@@ -75,6 +76,7 @@ impl Entry {
             size: len,
             lkey: self.lkey,
             rkey: self.rkey,
+            access: self.access,
         }
     }
 }
@@ -296,6 +298,7 @@ impl MrRegistry {
             rdma_base: seg.rdma_base,
             lkey: seg.lkey,
             rkey: seg.rkey,
+            access: seg.access,
             seg: seg.clone(),
         };
         table.insert(seg.addr, seg.end(), seg.id, entry);

@@ -132,6 +132,7 @@ impl Segment {
             size: len,
             lkey: self.lkey,
             rkey: self.rkey,
+            access: self.access,
         }
     }
 }

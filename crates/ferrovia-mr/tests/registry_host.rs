@@ -340,3 +340,72 @@ fn bytemuck_free_bytes(words: &mut [u64]) -> &mut [u8] {
     // same exclusive borrow.
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
 }
+
+#[test]
+fn view_descriptors_carry_the_registrations_rights() {
+    use ferrovia_verbs::AccessFlags;
+    let (reg, _) = registry();
+    // Local-only memory: the view refuses a descriptor as the registration
+    // does (it used to claim read, write and atomics).
+    let local = reg
+        .register_buffer(vec![0u8; 64], RegisterOptions::local())
+        .unwrap();
+    let view = local.registration().view();
+    assert_eq!(view.access, AccessFlags::LOCAL_WRITE);
+    assert!(matches!(
+        view.remote(),
+        Err(MrError::AccessNotGranted {
+            what: "a remote descriptor",
+            ..
+        })
+    ));
+    assert!(matches!(
+        local.registration().view_at(8, 8).unwrap().remote(),
+        Err(MrError::AccessNotGranted { .. })
+    ));
+    assert!(matches!(
+        reg.view(local.addr(), 8).unwrap().remote(),
+        Err(MrError::AccessNotGranted { .. })
+    ));
+    // Read-only memory: views found every way claim read only.
+    let readable = reg
+        .register_buffer(vec![0u8; 64], RegisterOptions::local().allow_remote_read())
+        .unwrap();
+    let by_lookup = reg.view(readable.addr() + 8, 16).unwrap().remote().unwrap();
+    assert_eq!(by_lookup.access(), AccessFlags::REMOTE_READ);
+    assert_eq!(
+        (by_lookup.len(), by_lookup.addr()),
+        (16, readable.addr() as u64 + 8)
+    );
+    let sub = readable
+        .registration()
+        .view_at(4, 4)
+        .unwrap()
+        .remote()
+        .unwrap();
+    assert_eq!(sub.access(), AccessFlags::REMOTE_READ);
+    assert_eq!(
+        readable.registration().view().remote().unwrap(),
+        readable.registration().remote().unwrap()
+    );
+    // Write and atomics: the descriptor has both, not read.
+    let shared = reg
+        .alloc(
+            64,
+            RegisterOptions::local()
+                .allow_remote_write()
+                .allow_remote_atomic(),
+        )
+        .unwrap();
+    let rights = reg
+        .view(shared.addr(), 64)
+        .unwrap()
+        .remote()
+        .unwrap()
+        .access();
+    assert_eq!(
+        rights,
+        AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC
+    );
+    assert!(!rights.contains(AccessFlags::REMOTE_READ));
+}
