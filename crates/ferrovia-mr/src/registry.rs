@@ -103,8 +103,10 @@ impl MrRegistry {
 
     /// Registers memory the registry then owns; the returned buffer frees
     /// it after deregistration. [`Local`] memory derefs to its bytes;
-    /// [`Shared`] memory must start 8-byte aligned and be a whole number
-    /// of words long (use [`MrRegistry::alloc`] for any length).
+    /// [`Shared`] memory may start anywhere (a `Vec<u8>` need not be
+    /// 8-byte aligned) and have any length: its copies work at any
+    /// alignment, its word accessors need aligned words (memory from
+    /// [`MrRegistry::alloc`] starts page-aligned).
     pub fn register_buffer<A: Access>(
         &self,
         buf: impl Into<Box<[u8]>>,
@@ -112,7 +114,6 @@ impl MrRegistry {
     ) -> Result<RegisteredBuffer<A>, MrError> {
         let buf: Box<[u8]> = buf.into();
         let len = buf.len();
-        check_words::<A>(buf.as_ptr() as usize, len)?;
         let owned = OwnedMemory::from_box(buf);
         let ptr = owned.ptr();
         // SAFETY: the segment owns the memory and frees it only after the
@@ -121,9 +122,8 @@ impl MrRegistry {
         // SAFETY: `ptr..ptr+len` is owned by the segment that `reg` keeps
         // alive and this buffer is its only accessor; the registration
         // grants what `A` says (RegisterOptions<Local> cannot ask for
-        // remote write or atomics) and `Shared` memory was checked to be
-        // whole aligned words.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
+        // remote write or atomics); atomics reach exactly the buffer.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
     }
 
     /// Allocates `len` zeroed, page-aligned bytes and registers them (the
@@ -164,29 +164,29 @@ impl MrRegistry {
         let ptr = owned.ptr();
         // SAFETY: as in register_buffer.
         let reg = unsafe { self.insert(ptr, len, &opts, Some(owned)) }?;
-        // SAFETY: as in register_buffer; the allocation is page-aligned
-        // and holds whole words.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
+        let span = if A::SHARED { words } else { len };
+        // SAFETY: as in register_buffer; the allocation holds whole words,
+        // so `Shared` memory's atomics may reach its padding.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, span) })
     }
 
     /// Registers borrowed memory for `'a`; the returned slice gives the
     /// bytes back and deregisters when its last registration handle drops.
-    /// [`Shared`] memory must start 8-byte aligned and be a whole number
-    /// of words long.
+    /// [`Shared`] memory may start anywhere and have any length (see
+    /// [`MrRegistry::register_buffer`]).
     pub fn register_slice<'a, A: Access>(
         &self,
         buf: &'a mut [u8],
         opts: RegisterOptions<A>,
     ) -> Result<RegisteredSlice<'a, A>, MrError> {
         let (ptr, len) = (buf.as_mut_ptr(), buf.len());
-        check_words::<A>(ptr as usize, len)?;
         // SAFETY: the memory is exclusively borrowed for 'a, and the
         // Registration<'a> handles (the only things keeping the MR alive)
         // cannot outlive 'a.
         let reg = unsafe { self.insert(ptr, len, &opts, None) }?;
         // SAFETY: exclusive borrow for 'a, handed to the wrapper; access
-        // and alignment as in register_buffer.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
+        // as in register_buffer, atomics reach exactly the borrow.
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
     }
 
     /// Registers `len` bytes at `addr`, or returns the existing
@@ -389,14 +389,6 @@ impl std::fmt::Debug for MrRegistry {
     }
 }
 
-/// `Shared` memory is accessed as whole aligned words.
-fn check_words<A: Access>(addr: usize, len: usize) -> Result<(), MrError> {
-    if A::SHARED && !(addr.is_multiple_of(8) && len.is_multiple_of(8)) {
-        return Err(MrError::Misaligned { addr, align: 8 });
-    }
-    Ok(())
-}
-
 impl<'a> RegisteredMemory<'a, Shared> {
     /// Ends peers' access and gives the bytes back as [`Local`] memory,
     /// registered anew with `opts`.
@@ -448,6 +440,6 @@ impl<'a> RegisteredMemory<'a, Shared> {
         // SAFETY: the memory is valid for 'a (owned by the new segment, or
         // borrowed for 'a as before), this is its only accessor, and the
         // only registration left grants no remote write or atomics.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
     }
 }
