@@ -31,9 +31,6 @@ pub struct RegisteredMemory<'a, A: Access = Local> {
     pub(crate) reg: Registration<'a>,
     pub(crate) ptr: *mut u8,
     pub(crate) len: usize,
-    /// The bytes atomics may reach, `len` or more: `alloc`'s padding to
-    /// whole words is `Shared` memory's last word.
-    span: usize,
     _access: PhantomData<A>,
 }
 
@@ -62,16 +59,17 @@ impl<'a, A: Access> RegisteredMemory<'a, A> {
     /// `ptr..ptr+len` must be valid for reads and writes for `'a` (kept
     /// alive by `reg`'s segment or by a borrow) and nothing else in this
     /// process may access it while this value exists. If `A` is `Local`,
-    /// `reg` must grant peers no write or atomic access and `span` must be
-    /// `len`; if `A` is `Shared`, `ptr..ptr+span` (`span >= len`) must be
-    /// valid like the rest, at any alignment.
-    pub(crate) unsafe fn new(reg: Registration<'a>, ptr: *mut u8, len: usize, span: usize) -> Self {
-        debug_assert!(span >= len && (A::SHARED || span == len));
+    /// `reg` must grant peers no write or atomic access; if `A` is
+    /// `Shared`, `ptr..ptr+len` must be `reg`'s whole segment, whose
+    /// atomic span (`len` or more) must be valid like the rest, at any
+    /// alignment.
+    pub(crate) unsafe fn new(reg: Registration<'a>, ptr: *mut u8, len: usize) -> Self {
+        debug_assert!(!A::SHARED || (reg.seg.addr == ptr as usize && reg.seg.len == len));
+        debug_assert!(reg.seg.span >= len);
         RegisteredMemory {
             reg,
             ptr,
             len,
-            span,
             _access: PhantomData,
         }
     }
@@ -144,8 +142,10 @@ impl RegisteredMemory<'_, Shared> {
     /// byte-granular. A property of the registration, never of an access,
     /// so every access to a byte has the same size.
     fn word_bounds(&self) -> (usize, usize) {
-        let lo = ((8 - self.ptr as usize % 8) % 8).min(self.span);
-        let hi = lo + (self.span - lo) / 8 * 8;
+        // The segment's, kept there so this value stays small.
+        let span = self.reg.seg.span;
+        let lo = ((8 - self.ptr as usize % 8) % 8).min(span);
+        let hi = lo + (span - lo) / 8 * 8;
         (lo, hi)
     }
 

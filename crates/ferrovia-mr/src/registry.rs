@@ -123,7 +123,7 @@ impl MrRegistry {
         // alive and this buffer is its only accessor; the registration
         // grants what `A` says (RegisterOptions<Local> cannot ask for
         // remote write or atomics); atomics reach exactly the buffer.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Allocates `len` zeroed, page-aligned bytes and registers them (the
@@ -164,10 +164,9 @@ impl MrRegistry {
         let ptr = owned.ptr();
         // SAFETY: as in register_buffer.
         let reg = unsafe { self.insert(ptr, len, &opts, Some(owned)) }?;
-        let span = if A::SHARED { words } else { len };
         // SAFETY: as in register_buffer; the allocation holds whole words,
-        // so `Shared` memory's atomics may reach its padding.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, span) })
+        // so `Shared` memory's atomics may reach its padding (the span).
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Registers borrowed memory for `'a`; the returned slice gives the
@@ -186,7 +185,7 @@ impl MrRegistry {
         let reg = unsafe { self.insert(ptr, len, &opts, None) }?;
         // SAFETY: exclusive borrow for 'a, handed to the wrapper; access
         // as in register_buffer, atomics reach exactly the borrow.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Registers `len` bytes at `addr`, or returns the existing
@@ -282,7 +281,12 @@ impl MrRegistry {
         keys: Box<dyn crate::registrar::RegisteredKeys>,
         owned: Option<OwnedMemory>,
     ) -> Registration<'static> {
+        // Owned memory (at `addr`) may hold whole words past `len`: what
+        // `alloc` allocates for `Shared` memory's last word.
+        let words = len.checked_next_multiple_of(8).unwrap_or(len);
+        let span = owned.as_ref().map_or(len, |o| o.len().clamp(len, words));
         let seg = Arc::new(Segment {
+            span,
             rdma_base: iova.unwrap_or(addr as u64),
             lkey: keys.lkey(),
             rkey: keys.rkey(),
@@ -440,6 +444,6 @@ impl<'a> RegisteredMemory<'a, Shared> {
         // SAFETY: the memory is valid for 'a (owned by the new segment, or
         // borrowed for 'a as before), this is its only accessor, and the
         // only registration left grants no remote write or atomics.
-        Ok(unsafe { RegisteredMemory::new(reg, ptr, len, len) })
+        Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 }
