@@ -155,6 +155,31 @@ impl<T: Target> Async<T> {
         self.op(OwnedOp::receive(peer, dst, range.clone()), range)
     }
 
+    /// Receives any peer's next message from the shared receive pool into
+    /// `dst` (a target built with `ChannelBuilder::shared_receives(n)`,
+    /// which takes every message there); [`Done::peer`](crate::Done::peer)
+    /// names the sender, [`Done::received`](crate::Done::received) gives
+    /// the bytes. The future owns the buffer as [`Async::receive`]'s
+    /// does: dropped, its receive stays in the pool and takes a later
+    /// message from whichever peer, which then waits in
+    /// [`Async::take_returned`] with its completion (naming the sender).
+    /// Without a pool it fails with [`TransportError::NoSharedPool`](ferrovia_channel::TransportError::NoSharedPool),
+    /// the buffer handed back.
+    pub fn receive_any(&self, dst: RegisteredBuffer) -> Op<RegisteredBuffer> {
+        let range = 0..dst.len();
+        self.receive_any_range(dst, range)
+    }
+
+    /// Receives any peer's next message from the shared pool into `range`
+    /// of `dst` (see [`Async::receive_any`]).
+    pub fn receive_any_range(
+        &self,
+        dst: RegisteredBuffer,
+        range: Range<usize>,
+    ) -> Op<RegisteredBuffer> {
+        self.op(OwnedOp::receive_any(dst, range.clone()), range)
+    }
+
     /// Writes all of `src` to the start of `remote` at `peer`.
     pub fn write<B: Source>(&self, peer: usize, src: B, remote: RemoteMemoryRegion) -> Op<B> {
         let range = 0..buf_len(&src);
