@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::core::ChannelCore;
+use crate::slots::{Queue, Slots, State};
 
 /// What a flush of an owner going away flushed
 /// ([`ChannelCore::flush_inbound`], [`ChannelCore::flush_remaining`]).
@@ -198,6 +199,55 @@ impl ChannelCore {
             );
             self.state().slots.owned.leak_all();
         }
+    }
+}
+
+/// What one peer has pending ([`Slots::pending_work`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerWork {
+    pub(crate) peer: usize,
+    pub(crate) inbound: usize,
+    pub(crate) outbound: usize,
+}
+
+impl Slots {
+    /// Per peer with requests pending (the pool's aside): how many are
+    /// inbound (receives, reads) and how many outbound (sends, writes,
+    /// atomics; a scoped send-queue request counts as outbound, its kind
+    /// unrecorded), ascending by peer.
+    pub(crate) fn pending_work(&self) -> Vec<PeerWork> {
+        let mut out: Vec<PeerWork> = Vec::new();
+        for (i, m) in self.meta.iter().enumerate() {
+            if m.state != State::Pending || m.queue == Queue::Shared {
+                continue;
+            }
+            let outbound = if m.owned {
+                self.owned.is_outbound(i as u32)
+            } else {
+                m.queue == Queue::Send
+            };
+            let peer = m.peer as usize;
+            let at = match out.binary_search_by_key(&peer, |w| w.peer) {
+                Ok(at) => at,
+                Err(at) => {
+                    out.insert(
+                        at,
+                        PeerWork {
+                            peer,
+                            inbound: 0,
+                            outbound: 0,
+                        },
+                    );
+                    at
+                }
+            };
+            if outbound {
+                out[at].outbound += 1;
+            } else {
+                out[at].inbound += 1;
+            }
+        }
+        out
     }
 }
 
