@@ -184,7 +184,9 @@ impl<T: Target> Async<T> {
     /// the bytes. The future owns the buffer as [`Async::receive`]'s
     /// does: dropped, its receive stays in the pool and takes a later
     /// message from whichever peer, which then waits in
-    /// [`Async::take_returned`] with its completion (naming the sender).
+    /// [`Async::take_returned`] with its completion (naming the sender);
+    /// the abandoned deadline does not apply (the pool has no peer to
+    /// flush), [`Async::shutdown`] and the engine's drop flush it.
     /// Without a pool it fails with [`TransportError::NoSharedPool`](ferrovia_channel::TransportError::NoSharedPool),
     /// the buffer handed back.
     pub fn receive_any(&self, dst: RegisteredBuffer) -> Op<RegisteredBuffer> {
