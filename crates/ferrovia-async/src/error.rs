@@ -22,6 +22,18 @@ pub enum AsyncError {
     /// The transport failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// [`Async::shutdown`](crate::Async::shutdown) flushed sends, writes
+    /// or atomics still outstanding at its deadline (whether each reached
+    /// its peer is unknown), or some flushed requests were never reported
+    /// (the engine keeps their buffers). What it did, inside.
+    #[error(
+        "shutdown flushed {} send(s), write(s) or atomic(s) still outstanding after {:?} (peers {:?}); {} flushed request(s) never reported",
+        .0.flushed.outbound,
+        .0.waited,
+        .0.flushed.peers,
+        .0.unreported
+    )]
+    ShutdownIncomplete(Box<crate::Shutdown>),
 }
 
 /// A failed operation: what went wrong, and its buffer, handed back (the

@@ -25,6 +25,28 @@ use crate::reactor;
 /// for what dropping or forgetting one does. Scopes are locked out of the
 /// target's engine for good (`run_scope` over it fails with `Nested`): a
 /// scope's drain would settle the futures' requests behind their backs.
+///
+/// # Dropping
+///
+/// The engine (and the target) drops with the last handle and the last
+/// operation future (each holds it), on whichever thread drops it, a
+/// runtime worker included. With requests outstanding (those of dropped
+/// or forgotten futures) that drop blocks, because no buffer may be freed
+/// while the device or UCX may still touch it:
+///
+/// - receives and reads: their peers are flushed at once (nobody is left
+///   to take their bytes), and the drop waits for the flush reports,
+///   milliseconds over verbs and UCX tcp;
+/// - sends, writes and atomics carry something to the peer, so the drop
+///   waits for them, up to the channel's drain deadline (10 s by default:
+///   a peer that is gone but not detected costs all of it), then flushes
+///   their peers;
+/// - then at most 2 s more for flush reports; the buffer of a request
+///   never reported is leaked, never freed.
+///
+/// To end without blocking a runtime thread, call [`Async::shutdown`]
+/// first: the same steps, waiting asynchronously, and a report of what
+/// was flushed. The drop then finds nothing outstanding.
 pub struct Async<T: Target> {
     pub(crate) inner: Arc<Inner<T>>,
 }
@@ -153,6 +175,33 @@ impl<T: Target> Async<T> {
         range: Range<usize>,
     ) -> Op<RegisteredBuffer> {
         self.op(OwnedOp::receive(peer, dst, range.clone()), range)
+    }
+
+    /// Receives any peer's next message from the shared receive pool into
+    /// `dst` (a target built with `ChannelBuilder::shared_receives(n)`,
+    /// which takes every message there); [`Done::peer`](crate::Done::peer)
+    /// names the sender, [`Done::received`](crate::Done::received) gives
+    /// the bytes. The future owns the buffer as [`Async::receive`]'s
+    /// does: dropped, its receive stays in the pool and takes a later
+    /// message from whichever peer, which then waits in
+    /// [`Async::take_returned`] with its completion (naming the sender);
+    /// the abandoned deadline does not apply (the pool has no peer to
+    /// flush), [`Async::shutdown`] and the engine's drop flush it.
+    /// Without a pool it fails with [`TransportError::NoSharedPool`](ferrovia_channel::TransportError::NoSharedPool),
+    /// the buffer handed back.
+    pub fn receive_any(&self, dst: RegisteredBuffer) -> Op<RegisteredBuffer> {
+        let range = 0..dst.len();
+        self.receive_any_range(dst, range)
+    }
+
+    /// Receives any peer's next message from the shared pool into `range`
+    /// of `dst` (see [`Async::receive_any`]).
+    pub fn receive_any_range(
+        &self,
+        dst: RegisteredBuffer,
+        range: Range<usize>,
+    ) -> Op<RegisteredBuffer> {
+        self.op(OwnedOp::receive_any(dst, range.clone()), range)
     }
 
     /// Writes all of `src` to the start of `remote` at `peer`.

@@ -19,6 +19,11 @@
 //!   for latency.
 //! - **Send.** The engine sits behind one lock, held briefly and never
 //!   across a wait, so the futures are `Send` and run on any tokio runtime.
+//! - **Ending.** Dropping the engine with requests outstanding blocks the
+//!   dropping thread while sends, writes and atomics finish (receives and
+//!   reads are flushed at once), up to the drain deadline: see
+//!   [`Async`]'s docs. [`Async::shutdown`] does the same without blocking
+//!   the runtime and says what it flushed.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -50,16 +55,18 @@ mod handle;
 mod op;
 mod op_list;
 mod reactor;
+mod shutdown;
 
 pub use barrier::Barrier;
 pub use buffer::{OpBuffer, Source};
 pub use config::{AsyncConfig, DEFAULT_SPIN, Wake};
 pub use engine::Target;
 pub use error::{AsyncError, Failed};
-pub use ferrovia_channel::Returned;
+pub use ferrovia_channel::{Flushed, Returned};
 pub use handle::Async;
 pub use op::{Done, Op, OpResult};
 pub use op_list::OpList;
+pub use shutdown::Shutdown;
 
 /// An async [`Node`](ferrovia_node::Node).
 pub type AsyncNode = Async<ferrovia_node::Node>;

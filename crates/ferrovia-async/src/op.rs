@@ -41,7 +41,9 @@ pub type OpResult<B> = Result<Done<B>, Failed<B>>;
 /// ([`AsyncConfig::abandoned_deadline`](crate::AsyncConfig)) has its
 /// peer's connection flushed, as a scope's drain would. **Forgetting it**
 /// (`mem::forget`) leaks its slot and buffer until the engine is dropped,
-/// which settles them; it never frees them early.
+/// which settles them; it never frees them early. A future holds the
+/// engine: dropping the last one after the last [`Async`](crate::Async)
+/// handle drops the engine, which may block (see `Async`'s docs).
 #[must_use = "an operation is posted when made; await it for its result and buffer (dropping it leaves the buffer in the returned list)"]
 pub struct Op<B: OpBuffer> {
     engine: Arc<dyn Engine>,

@@ -130,34 +130,58 @@ impl ChannelCore {
             // Whatever a QP took from the pool before it stopped is
             // reported by now or in the next moment: collect it, then give
             // the rest back, which the transport will never touch.
-            while let Ok(n) = self.wait_progress(SHARED_QUIET) {
-                if n == 0 {
-                    break;
-                }
-            }
-            self.state().slots.drop_shared();
+            self.release_silent_pool(None);
         }
     }
 
     /// Stops the shared pool; whether its receives stay silent (so the
     /// core gives them back itself) rather than being reported.
     fn flush_pool(&self) -> bool {
-        match self.transport.flush_shared() {
-            Ok(SharedFlush::Reported) => false,
-            Ok(SharedFlush::Silent) => {
+        match self.stop_pool() {
+            Ok(silent) => silent,
+            Err(e) => abort(&format!("cannot flush the shared receive pool ({e})")),
+        }
+    }
+
+    /// Stops the shared pool (see [`Transport::flush_shared`](crate::Transport::flush_shared));
+    /// whether its receives stay silent. A silent stop leaves every
+    /// connection in the error state and the pool taking no more.
+    pub(crate) fn stop_pool(&self) -> crate::TransportResult<bool> {
+        match self.transport.flush_shared()? {
+            SharedFlush::Reported => Ok(false),
+            SharedFlush::Silent => {
                 let mut st = self.state();
                 st.broken.iter_mut().for_each(|b| *b = true);
                 st.shared_broken = true;
-                true
+                Ok(true)
             }
-            Err(e) => abort(&format!("cannot flush the shared receive pool ({e})")),
         }
+    }
+
+    /// Collects what the transport still reports after a silent pool
+    /// flush until the completion stream has been quiet for
+    /// [`SHARED_QUIET`], then gives the pool's receives back: the
+    /// transport never touches them again. If it is not quiet within
+    /// `bound`, gives nothing back (false).
+    pub(crate) fn release_silent_pool(&self, bound: Option<Duration>) -> bool {
+        let start = Instant::now();
+        loop {
+            if bound.is_some_and(|b| start.elapsed() >= b) {
+                return false;
+            }
+            match self.wait_progress(SHARED_QUIET) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.state().slots.drop_shared();
+        true
     }
 }
 
 /// How long the completion stream must stay quiet after a silent pool
 /// flush before the pool's receives are given back.
-const SHARED_QUIET: Duration = Duration::from_millis(50);
+pub(crate) const SHARED_QUIET: Duration = Duration::from_millis(50);
 
 fn abort(why: &str) -> ! {
     eprintln!("ferrovia: {why}; aborting rather than freeing buffers under DMA");

@@ -71,6 +71,7 @@ mod multi;
 mod op;
 mod owned;
 mod owned_list;
+mod owned_shutdown;
 mod owned_slots;
 mod post;
 mod posting;
@@ -94,6 +95,7 @@ pub use error::{DrainError, ScopeError, TransportError, TransportResult};
 pub use multi::{MultiChannel, MultiPeer};
 pub use op::{Completion, OpKind, RecvOp, SendOp};
 pub use owned::{OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned};
+pub use owned_shutdown::Flushed;
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,

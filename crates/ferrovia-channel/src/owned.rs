@@ -11,9 +11,12 @@
 //! the completion arrives and then goes to the returned list
 //! ([`ChannelCore::take_returned`]). Forgetting the ticket leaks the slot
 //! and buffer until the engine is dropped. Dropping the engine with
-//! requests outstanding waits for them, flushes them past the drain
-//! deadline, and leaks (never frees) the buffers of any whose flush never
-//! completes.
+//! requests outstanding flushes the peers of receives and reads at once,
+//! waits for sends, writes and atomics up to the drain deadline, flushes
+//! what is left, and leaks (never frees) the buffers of any whose flush
+//! never completes (`owned_shutdown`: the same steps an async layer takes
+//! without blocking). Receives from the shared pool
+//! ([`OwnedOp::receive_any`]) name their sender in their completion.
 //!
 //! Nothing here blocks: a full queue is reported ([`Refused::Full`]) with
 //! the request handed back, and the waker given is woken once a completion
@@ -111,6 +114,8 @@ pub(crate) enum OwnedKind {
         imm: Option<u32>,
     },
     Receive,
+    /// A receive from the shared pool: any peer's message.
+    ReceiveAny,
     Read {
         remote: RemoteMemoryRegion,
     },
@@ -120,8 +125,24 @@ pub(crate) enum OwnedKind {
     },
 }
 
-/// One request to one peer, holding its buffer; posted with
-/// [`ChannelCore::try_post_owned`].
+impl OwnedKind {
+    /// Whether the request's effect leaves for the peer (a message, a
+    /// write, an atomic on its memory): what an owner going away waits
+    /// for, where a receive or read (whose bytes only this side would
+    /// see) can be flushed at once.
+    pub(crate) fn outbound(&self) -> bool {
+        match self {
+            OwnedKind::Send { .. } | OwnedKind::Write { .. } | OwnedKind::Atomic { .. } => true,
+            OwnedKind::Receive | OwnedKind::ReceiveAny | OwnedKind::Read { .. } => false,
+        }
+    }
+}
+
+/// The peer field of a receive from the shared pool, which has none.
+const POOL: usize = usize::MAX;
+
+/// One request to one peer (or, a receive, to the shared pool), holding
+/// its buffer; posted with [`ChannelCore::try_post_owned`].
 #[derive(Debug)]
 pub struct OwnedOp {
     pub(crate) peer: usize,
@@ -158,6 +179,14 @@ impl OwnedOp {
     /// Receives `peer`'s next message into `range` of `dst`.
     pub fn receive(peer: usize, dst: RegisteredBuffer, range: Range<usize>) -> OwnedOp {
         Self::new(peer, OwnedKind::Receive, OwnedBuf::Plain(dst), range)
+    }
+
+    /// Receives any peer's next message from the shared pool into `range`
+    /// of `dst` (an engine built with `shared_receives(n)`); the
+    /// completion's `peer` names the sender. Refused with
+    /// [`TransportError::NoSharedPool`] on an engine without a pool.
+    pub fn receive_any(dst: RegisteredBuffer, range: Range<usize>) -> OwnedOp {
+        Self::new(POOL, OwnedKind::ReceiveAny, OwnedBuf::Plain(dst), range)
     }
 
     /// Reads the start of `remote` at `peer` into `range` of `dst`.
@@ -202,9 +231,10 @@ impl OwnedOp {
         self
     }
 
-    /// The peer.
-    pub fn peer(&self) -> usize {
-        self.peer
+    /// The peer; `None` for a receive from the shared pool (its sender
+    /// is known once a message landed).
+    pub fn peer(&self) -> Option<usize> {
+        (!matches!(self.kind, OwnedKind::ReceiveAny)).then_some(self.peer)
     }
 
     /// The buffer back, unposted.
@@ -219,8 +249,8 @@ impl OwnedOp {
         let (kind, remote, imm, operands) = match &self.kind {
             OwnedKind::Send { imm } => (OpKind::Send, None, *imm, (0, 0)),
             OwnedKind::Write { remote, imm } => (OpKind::Write, at(remote), *imm, (0, 0)),
-            // Not a send-queue request: never asked.
-            OwnedKind::Receive => (OpKind::Send, None, None, (0, 0)),
+            // Not send-queue requests: never asked.
+            OwnedKind::Receive | OwnedKind::ReceiveAny => (OpKind::Send, None, None, (0, 0)),
             OwnedKind::Read { remote } => (OpKind::Read, at(remote), None, (0, 0)),
             OwnedKind::Atomic { remote, op } => match *op {
                 AtomicOp::FetchAdd { add } => (OpKind::FetchAdd, at(remote), None, (add, 0)),
@@ -299,12 +329,13 @@ impl ChannelCore {
             Ok(sge) => sge,
             Err(e) => return Err(Refused::Failed(e, op.buf)),
         };
-        let (queue, depth) = if matches!(op.kind, OwnedKind::Receive) {
-            (Queue::Recv, self.recv_depth.get(op.peer))
-        } else {
-            (Queue::Send, self.send_depth.get(op.peer))
+        let (queue, depth) = match op.kind {
+            OwnedKind::Receive => (Queue::Recv, self.recv_depth.get(op.peer)),
+            OwnedKind::ReceiveAny => (Queue::Shared, Some(&self.shared_depth)),
+            _ => (Queue::Send, self.send_depth.get(op.peer)),
         };
-        let peer = op.peer;
+        // The pool has no peer of its own (`room` and `alloc` ignore it).
+        let peer = if queue == Queue::Shared { 0 } else { op.peer };
         let Some(&depth) = depth else {
             let e = TransportError::NoSuchPeer {
                 peer,
@@ -313,7 +344,12 @@ impl ChannelCore {
             return Err(Refused::Failed(e, op.buf));
         };
         let mut st = self.state();
-        if let Err(e) = self.check_peer(&st, peer) {
+        let usable = match queue {
+            Queue::Shared if st.shared_broken => Err(TransportError::SharedPoolFlushed),
+            Queue::Shared => Ok(()),
+            _ => self.check_peer(&st, peer),
+        };
+        if let Err(e) = usable {
             return Err(Refused::Failed(e, op.buf));
         }
         if !st.room(peer, queue, 1, depth) {
@@ -329,8 +365,10 @@ impl ChannelCore {
         let id = wr_id(index, epoch);
         let gather = [Gather::owned(sge)];
         let spec = op.spec(&gather);
-        st.slots.owned.hold(index, op.buf, waker);
-        let posted = if queue == Queue::Recv {
+        st.slots
+            .owned
+            .hold(index, op.buf, waker, op.kind.outbound());
+        let posted = if queue != Queue::Send {
             let mut sges = [Sge::default(); MAX_ELEMENTS];
             sges[0] = sge;
             let rop = RecvOp {
@@ -347,8 +385,15 @@ impl ChannelCore {
             // unreported). Its memory does not move with the value and is
             // freed only when the value drops. It is owned `Local` memory
             // (`check_owned`), so nothing else in this process can reach
-            // it, and no peer may write it.
-            unsafe { self.transport.post_recv(peer, std::slice::from_ref(&rop)) }
+            // it, and no peer may write it. A receive from the pool is the
+            // same, but any peer's message may land in it.
+            unsafe {
+                if queue == Queue::Shared {
+                    self.transport.post_shared_recv(std::slice::from_ref(&rop))
+                } else {
+                    self.transport.post_recv(peer, std::slice::from_ref(&rop))
+                }
+            }
         } else {
             let scatter = if spec.kind.writes_locally() {
                 std::slice::from_ref(&sge)
@@ -394,6 +439,12 @@ impl ChannelCore {
                 op.buf.writable()?;
                 if self.shared_depth > 0 {
                     return Err(TransportError::SharedPoolOnly { peer: op.peer });
+                }
+            }
+            OwnedKind::ReceiveAny => {
+                op.buf.writable()?;
+                if self.shared_depth == 0 {
+                    return Err(TransportError::NoSharedPool);
                 }
             }
             OwnedKind::Read { remote } => {
@@ -515,60 +566,5 @@ impl ChannelCore {
     /// Consumes the event fd's readiness ([`Transport::ack_events`](crate::Transport::ack_events)).
     pub fn ack_events(&self) -> TransportResult<()> {
         self.transport.ack_events()
-    }
-
-    /// At drop: waits for owned requests still outstanding, flushes them
-    /// past the drain deadline, and leaks the buffers of any whose flush
-    /// never completes (a scope always leaves none of its own).
-    fn settle_owned(&self) {
-        let start = Instant::now();
-        let deadline = self.cfg.drain_deadline;
-        while self.outstanding() > 0 {
-            let left = deadline.saturating_sub(start.elapsed());
-            if left.is_zero() || self.wait_progress(left).is_err() {
-                break;
-            }
-        }
-        if self.outstanding() == 0 {
-            return;
-        }
-        let mut peers: Vec<usize> = self.state().slots.pending_ids().map(|(p, _)| p).collect();
-        peers.sort_unstable();
-        peers.dedup();
-        log::warn!("engine dropped with requests outstanding: flushing peer(s) {peers:?}");
-        for p in peers {
-            self.state().broken[p] = true;
-            if let Err(e) = self.transport.flush(p) {
-                log::error!("flushing peer {p}: {e}");
-            }
-        }
-        let start = Instant::now();
-        while self.outstanding() > 0 && start.elapsed() < FLUSH_GRACE {
-            if self.wait_progress(FLUSH_GRACE).is_err() {
-                break;
-            }
-        }
-        if self.outstanding() > 0 {
-            log::error!(
-                "{} request(s) never reported after their flush: leaking their buffers rather than freeing them under DMA",
-                self.outstanding()
-            );
-            self.state().slots.owned.leak_all();
-        }
-    }
-}
-
-/// How long flushed owned requests may take to report back at drop before
-/// their buffers are leaked (nothing needs them back: unlike a scope's,
-/// an owned request ends no borrow). Verbs and UCX over tcp report
-/// flushed work within milliseconds; UCX 1.13's shared memory may never
-/// report a send stuck towards a dead peer.
-const FLUSH_GRACE: Duration = Duration::from_secs(2);
-
-impl Drop for ChannelCore {
-    fn drop(&mut self) {
-        if self.outstanding() > 0 {
-            self.settle_owned();
-        }
     }
 }

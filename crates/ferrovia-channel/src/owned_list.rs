@@ -41,7 +41,7 @@ impl ChannelCore {
         let mut out: Vec<Result<OwnedTicket, Refused>> = Vec::with_capacity(ops.size_hint().0);
         let mut chunk: Option<Chunk> = None;
         for op in ops {
-            if matches!(op.kind, OwnedKind::Receive) {
+            if matches!(op.kind, OwnedKind::Receive | OwnedKind::ReceiveAny) {
                 self.flush_chunk(chunk.take(), &mut out);
                 out.push(self.try_post_owned(op, waker));
                 continue;
@@ -99,7 +99,9 @@ impl ChannelCore {
             };
             // Signalled or not is decided when the chunk is posted.
             let sop = self.build_op(peer, wr_id(index, epoch), &spec, scatter, false);
-            st.slots.owned.hold(index, op.buf, waker);
+            st.slots
+                .owned
+                .hold(index, op.buf, waker, op.kind.outbound());
             drop(st);
             let c = match &mut chunk {
                 Some(c) => c,

@@ -16,6 +16,9 @@ pub(crate) struct OwnedSlots {
     bufs: Vec<Option<OwnedBuf>>,
     /// Per slot: who to wake when it completes.
     wakers: Vec<Option<Waker>>,
+    /// Per slot: whether the request is outbound (a send, write or
+    /// atomic: see `OwnedKind::outbound`).
+    outbound: Vec<bool>,
     /// Wakers of completed requests, woken once the engine's state is no
     /// longer borrowed.
     pub(crate) to_wake: Vec<Waker>,
@@ -36,13 +39,27 @@ impl OwnedSlots {
         if self.bufs.len() < slots {
             self.bufs.resize_with(slots, || None);
             self.wakers.resize_with(slots, || None);
+            self.outbound.resize(slots, false);
         }
     }
 
-    /// Stores what a just-posted request at `index` holds.
-    pub(crate) fn hold(&mut self, index: u32, buf: OwnedBuf, waker: Option<&Waker>) {
+    /// Stores what a just-posted request at `index` holds, and whether it
+    /// is outbound.
+    pub(crate) fn hold(
+        &mut self,
+        index: u32,
+        buf: OwnedBuf,
+        waker: Option<&Waker>,
+        outbound: bool,
+    ) {
         self.bufs[index as usize] = Some(buf);
         self.wakers[index as usize] = waker.cloned();
+        self.outbound[index as usize] = outbound;
+    }
+
+    /// Whether the owned request at `index` is outbound.
+    pub(crate) fn is_outbound(&self, index: u32) -> bool {
+        self.outbound.get(index as usize).copied().unwrap_or(false)
     }
 
     /// Takes the buffer back (a refused post, or the completed request's

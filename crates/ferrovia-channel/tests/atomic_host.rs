@@ -124,3 +124,32 @@ fn requests_the_owner_did_not_allow_are_refused_before_posting() {
     let raw = RemoteMemoryRegion::new(0x1000, 64, 7).unwrap();
     assert!(AtomicWorkRequest::fetch_add(Scatter::of(&mut local).unwrap(), raw, 1).is_ok());
 }
+
+#[test]
+fn atomics_on_shared_memory_that_starts_unaligned_need_an_aligned_word() {
+    // Shared memory may start anywhere (a Vec<u8>); its descriptor's first
+    // byte is then no word, and an atomic there is refused before posting.
+    // The aligned word inside it is the owner's `load_u64` word too.
+    let registry = support::registry();
+    let mut backing = vec![0u64; 4];
+    // SAFETY: u8 has no alignment or validity requirements; same memory,
+    // same exclusive borrow.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(backing.as_mut_ptr().cast::<u8>(), 32) };
+    let words = registry
+        .register_slice(
+            &mut bytes[3..27],
+            RegisterOptions::local().allow_remote_atomic(),
+        )
+        .unwrap();
+    let remote = words.registration().remote().unwrap();
+    let mut result = registry
+        .register_buffer(vec![0u8; 8], RegisterOptions::local())
+        .unwrap();
+    let e = AtomicWorkRequest::fetch_add(Scatter::of(&mut result).unwrap(), remote, 1).unwrap_err();
+    assert!(matches!(e, TransportError::MisalignedAtomic { .. }), "{e}");
+    let word = remote.sub_region(5, 8).unwrap();
+    assert_eq!(word.addr() % 8, 0);
+    AtomicWorkRequest::fetch_add(Scatter::of(&mut result).unwrap(), word, 1).unwrap();
+    words.store_u64(5, 41).unwrap();
+    assert_eq!(words.load_u64(5).unwrap(), 41);
+}

@@ -131,7 +131,7 @@ fn a_full_queue_hands_the_request_back_and_wakes_its_waiter_when_room_frees() {
         Err(Refused::Full(op)) => op,
         other => panic!("expected a full queue: {other:?}"),
     };
-    assert_eq!(op.peer(), 0);
+    assert_eq!(op.peer(), Some(0));
     double.complete_all();
     core.progress().unwrap();
     assert!(room.0.load(SeqCst) >= 1, "the waiter for room is woken");
@@ -282,4 +282,52 @@ fn a_list_posts_in_chunks_with_one_signal_each_and_every_request_completes() {
         }
     }
     assert_eq!(Arc::strong_count(&src), 1);
+}
+
+#[test]
+fn an_owned_receive_from_the_pool_names_its_sender() {
+    use support::pool::PoolDouble;
+    let double = PoolDouble::new(4, 2, ferrovia_channel::SharedFlush::Reported);
+    let target = support::target(&double, cfg());
+    let core = target.core();
+    let registry = support::registry();
+    let (count, w) = waker();
+    let op = OwnedOp::receive_any(buf(&registry, 1), 0..64);
+    assert_eq!(op.peer(), None);
+    let first = post(core, op, &w);
+    let second = post(core, OwnedOp::receive_any(buf(&registry, 2), 0..64), &w);
+    // The pool holds two: a third waits for room.
+    match core.try_post_owned(OwnedOp::receive_any(buf(&registry, 3), 0..64), Some(&w)) {
+        Err(Refused::Full(op)) => assert_eq!(op.peer(), None),
+        other => panic!("{other:?}"),
+    }
+    assert!(double.deliver(3, 5, WcStatus::SUCCESS));
+    assert!(double.deliver(1, 64, WcStatus::SUCCESS));
+    core.progress().unwrap();
+    assert!(count.0.load(SeqCst) >= 2);
+    for (t, sender, len, fill) in [(first, 3, 5, 1), (second, 1, 64, 2)] {
+        match core.poll_owned(t, &w) {
+            OwnedPoll::Ready(c, OwnedBuf::Plain(b)) => {
+                assert_eq!((c.peer, c.byte_len), (Some(sender), len));
+                assert_eq!(b[0], fill, "its own buffer back");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(core.outstanding(), 0);
+}
+
+#[test]
+fn an_owned_receive_from_the_pool_needs_a_pool() {
+    let double = Double::new(2, 8, Mode::Held);
+    let target = support::target(&double, cfg());
+    let core = target.core();
+    let registry = support::registry();
+    match core.try_post_owned(OwnedOp::receive_any(buf(&registry, 9), 0..64), None) {
+        Err(Refused::Failed(TransportError::NoSharedPool, OwnedBuf::Plain(b))) => {
+            assert_eq!(b[0], 9)
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(double.posted.load(SeqCst), 0);
 }

@@ -4,7 +4,7 @@
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Range};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU64, fence};
+use std::sync::atomic::{AtomicU8, AtomicU64, fence};
 
 use crate::access::{Access, Local, Shared};
 use crate::error::MrError;
@@ -60,9 +60,12 @@ impl<'a, A: Access> RegisteredMemory<'a, A> {
     /// alive by `reg`'s segment or by a borrow) and nothing else in this
     /// process may access it while this value exists. If `A` is `Local`,
     /// `reg` must grant peers no write or atomic access; if `A` is
-    /// `Shared`, `ptr` must be 8-byte aligned and valid for `len` rounded
-    /// up to a multiple of 8.
+    /// `Shared`, `ptr..ptr+len` must be `reg`'s whole segment, whose
+    /// atomic span (`len` or more) must be valid like the rest, at any
+    /// alignment.
     pub(crate) unsafe fn new(reg: Registration<'a>, ptr: *mut u8, len: usize) -> Self {
+        debug_assert!(!A::SHARED || (reg.seg.addr == ptr as usize && reg.seg.len == len));
+        debug_assert!(reg.seg.span >= len);
         RegisteredMemory {
             reg,
             ptr,
@@ -133,37 +136,101 @@ impl DerefMut for RegisteredMemory<'_, Local> {
 }
 
 impl RegisteredMemory<'_, Shared> {
-    /// The memory as 8-byte atomic words (the last one may reach past
-    /// `len()` into padding of the allocation, which no peer can write).
-    ///
-    /// Words are the only granularity: racing atomic accesses of different
-    /// sizes to the same bytes are undefined behaviour in Rust's memory
-    /// model, so `Shared` memory never hands out byte atomics beside these.
-    pub fn as_atomic_u64s(&self) -> &[AtomicU64] {
-        // SAFETY: `Shared` memory starts 8-byte aligned and its allocation
-        // covers `len` rounded up to whole words (checked when it was
-        // registered); it is valid for `&self` (constructor contract) and
-        // is never reachable as a plain slice, so every access is an atomic
-        // word access (DMA counts as an outside writer).
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.len.div_ceil(8)) }
+    /// Where the whole words are: byte offsets `lo..hi` of the aligned
+    /// 8-byte words inside the accessible span. Bytes before `lo` (an
+    /// unaligned start's head) and from `hi` on (a partial tail) are
+    /// byte-granular. A property of the registration, never of an access,
+    /// so every access to a byte has the same size.
+    fn word_bounds(&self) -> (usize, usize) {
+        // The segment's, kept there so this value stays small.
+        let span = self.reg.seg.span;
+        let lo = ((8 - self.ptr as usize % 8) % 8).min(span);
+        let hi = lo + (span - lo) / 8 * 8;
+        (lo, hi)
     }
 
-    /// The 8-byte word at byte `offset` (8-byte aligned, in range).
+    /// The whole words, from offset `word_bounds().0`.
+    fn words(&self) -> &[AtomicU64] {
+        let (lo, hi) = self.word_bounds();
+        if lo == hi {
+            // No whole word (`ptr + lo` may then be unaligned).
+            return &[];
+        }
+        // SAFETY: `ptr + lo` is 8-byte aligned and `lo..hi` lies inside
+        // the span, valid for `&self` (constructor contract); these bytes
+        // are only ever reached as these words (`word_bounds` fixes the
+        // granularity per byte), never as a plain slice or as bytes; DMA
+        // counts as an outside writer.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(lo).cast::<AtomicU64>(), (hi - lo) / 8) }
+    }
+
+    /// The byte-granular bytes at offsets `range`, which lies in
+    /// `0..word_bounds().0` or in `word_bounds().1..len`.
+    fn edge_bytes(&self, range: Range<usize>) -> &[AtomicU8] {
+        debug_assert!({
+            let (lo, hi) = self.word_bounds();
+            range.end <= lo || (range.start >= hi && range.end <= self.len)
+        });
+        // SAFETY: `range` is inside `0..len` and outside the words (callers
+        // take it from `word_bounds`), valid for `&self` (constructor
+        // contract); these bytes are only ever reached as byte atomics,
+        // never as words or a plain slice. `AtomicU8` has alignment 1.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ptr.add(range.start).cast::<AtomicU8>(),
+                range.end - range.start,
+            )
+        }
+    }
+
+    /// The memory as 8-byte atomic words, for memory that starts 8-byte
+    /// aligned (anything [`MrRegistry::alloc`](crate::MrRegistry::alloc)
+    /// made does); [`MrError::Misaligned`] otherwise (index `i` would not
+    /// be byte `8 * i`). There is a word for every whole 8 bytes; memory
+    /// from `alloc` has one more for a partial last word, reaching into
+    /// the allocation's padding (which no peer can write). The bytes of a
+    /// partial last word of memory registered from a buffer or slice are
+    /// no word's: copies reach them.
+    ///
+    /// One granularity per byte: racing atomic accesses of different
+    /// sizes to the same bytes are undefined behaviour in Rust's memory
+    /// model, so the bytes of these words are never reached as byte
+    /// atomics (copies load and store them as words too).
+    pub fn as_atomic_u64s(&self) -> Result<&[AtomicU64], MrError> {
+        if !(self.ptr as usize).is_multiple_of(8) {
+            return Err(MrError::Misaligned {
+                addr: self.ptr as usize,
+                align: 8,
+            });
+        }
+        Ok(self.words())
+    }
+
+    /// The 8-byte word at byte `offset`, whose address must be 8-byte
+    /// aligned (for memory starting aligned: `offset` a multiple of 8)
+    /// and whose 8 bytes must be in range.
     pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, MrError> {
         let (addr, _) = self.checked_range(offset..offset.saturating_add(8))?;
-        if !offset.is_multiple_of(8) {
+        if !addr.is_multiple_of(8) {
             return Err(MrError::Misaligned { addr, align: 8 });
         }
-        Ok(&self.as_atomic_u64s()[offset / 8])
+        // An aligned word in range is whole, so it is one of the words.
+        let (lo, _) = self.word_bounds();
+        offset
+            .checked_sub(lo)
+            .and_then(|o| self.words().get(o / 8))
+            .ok_or(MrError::Misaligned { addr, align: 8 })
     }
 
     /// Loads the 8-byte word at byte `offset` (`Acquire`): how the owner
     /// reads a flag or counter peers update with RDMA writes or atomics.
+    /// Its address must be 8-byte aligned ([`RegisteredMemory::atomic_u64`]).
     pub fn load_u64(&self, offset: usize) -> Result<u64, MrError> {
         Ok(self.atomic_u64(offset)?.load(Acquire))
     }
 
-    /// Stores the 8-byte word at byte `offset` (`Release`).
+    /// Stores the 8-byte word at byte `offset` (`Release`); its address
+    /// must be 8-byte aligned ([`RegisteredMemory::atomic_u64`]).
     pub fn store_u64(&self, offset: usize, value: u64) -> Result<(), MrError> {
         self.atomic_u64(offset)?.store(value, Release);
         Ok(())
@@ -172,22 +239,34 @@ impl RegisteredMemory<'_, Shared> {
     /// Copies `out.len()` bytes from byte `offset` into `out`, after an
     /// `Acquire` fence. Bytes a peer writes meanwhile may be seen old or
     /// new: read once the peer said it is done (a message, an immediate, a
-    /// barrier, a flag loaded with `Acquire`).
+    /// barrier, a flag loaded with `Acquire`). Any offset and length in
+    /// range, at any alignment of the memory: whole words are loaded as
+    /// words, the bytes before the first and after the last whole word as
+    /// bytes.
     pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<(), MrError> {
         if out.is_empty() {
             return Ok(());
         }
         self.checked_range(offset..offset.saturating_add(out.len()))?;
         fence(Acquire);
-        let words = self.as_atomic_u64s();
-        let mut at = 0;
-        while at < out.len() {
-            let pos = offset + at;
-            let (w, skip) = (pos / 8, pos % 8);
-            let take = (8 - skip).min(out.len() - at);
-            let bytes = words[w].load(Relaxed).to_ne_bytes();
-            out[at..at + take].copy_from_slice(&bytes[skip..skip + take]);
-            at += take;
+        let ((lo, hi), words) = (self.word_bounds(), self.words());
+        let end = offset + out.len();
+        let mut pos = offset;
+        while pos < end {
+            let dst = &mut out[pos - offset..];
+            if pos < lo || pos >= hi {
+                let stop = if pos < lo { end.min(lo) } else { end };
+                for (o, b) in dst.iter_mut().zip(self.edge_bytes(pos..stop)) {
+                    *o = b.load(Relaxed);
+                }
+                pos = stop;
+            } else {
+                let (w, skip) = ((pos - lo) / 8, (pos - lo) % 8);
+                let take = (8 - skip).min(end - pos);
+                let bytes = words[w].load(Relaxed).to_ne_bytes();
+                dst[..take].copy_from_slice(&bytes[skip..skip + take]);
+                pos += take;
+            }
         }
         Ok(())
     }
@@ -201,21 +280,33 @@ impl RegisteredMemory<'_, Shared> {
     }
 
     /// Copies `src` to byte `offset`, then issues a `Release` fence so a
-    /// later flag store or post publishes it. Whole words are stored; a
-    /// partly covered word is updated with a compare-and-swap that leaves
-    /// its other bytes as they are, even if a peer writes them meanwhile.
+    /// later flag store or post publishes it. Any offset and length in
+    /// range, at any alignment of the memory: whole words are stored as
+    /// words, and a partly covered word with a compare-and-swap that
+    /// leaves its other bytes as they are, even if a peer writes them
+    /// meanwhile; the bytes before the first and after the last whole
+    /// word are stored one by one.
     pub fn write_from(&self, offset: usize, src: &[u8]) -> Result<(), MrError> {
         if src.is_empty() {
             return Ok(());
         }
         self.checked_range(offset..offset.saturating_add(src.len()))?;
-        let words = self.as_atomic_u64s();
-        let mut at = 0;
-        while at < src.len() {
-            let pos = offset + at;
-            let (w, skip) = (pos / 8, pos % 8);
-            let take = (8 - skip).min(src.len() - at);
-            let part = &src[at..at + take];
+        let ((lo, hi), words) = (self.word_bounds(), self.words());
+        let end = offset + src.len();
+        let mut pos = offset;
+        while pos < end {
+            let part = &src[pos - offset..];
+            if pos < lo || pos >= hi {
+                let stop = if pos < lo { end.min(lo) } else { end };
+                for (b, &v) in self.edge_bytes(pos..stop).iter().zip(part) {
+                    b.store(v, Relaxed);
+                }
+                pos = stop;
+                continue;
+            }
+            let (w, skip) = ((pos - lo) / 8, (pos - lo) % 8);
+            let take = (8 - skip).min(end - pos);
+            let part = &part[..take];
             if take == 8 {
                 let mut word = [0; 8];
                 word.copy_from_slice(part);
@@ -227,7 +318,7 @@ impl RegisteredMemory<'_, Shared> {
                     Some(u64::from_ne_bytes(bytes))
                 });
             }
-            at += take;
+            pos += take;
         }
         fence(Release);
         Ok(())

@@ -74,7 +74,7 @@ pub enum MrError {
     },
     /// An address that is not aligned as the operation needs.
     #[error(
-        "address {addr:#x} is not {align}-byte aligned (shared memory is accessed as aligned words)"
+        "address {addr:#x} is not {align}-byte aligned (a word of shared memory is an aligned one)"
     )]
     Misaligned {
         /// The address.

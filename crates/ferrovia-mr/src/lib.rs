@@ -12,7 +12,8 @@
 //!   handles) and deregistered when the last handle drops; a view is never
 //!   handed out beyond what its key covers. Thread-safe, with counters.
 //! - [`MemoryRegionView`]: `id`, `virtual_addr`, `rdma_addr`, `size`,
-//!   `lkey`, `rkey`. `rdma_addr` differs from `virtual_addr` for
+//!   `lkey`, `rkey`, `access` (the registration's rights, which the
+//!   descriptor [`MemoryRegionView::remote`] makes carries). `rdma_addr` differs from `virtual_addr` for
 //!   zero-based registrations ([`RegisterOptions::zero_based`]).
 //! - [`RemoteMemoryRegion`]: what a peer needs (address, length, rkey; no
 //!   lkey), `Copy`, with a versioned wire form ([`RemoteMemoryRegion::encode`],
@@ -50,10 +51,18 @@
 //!   [`store_u64`](RegisteredMemory::store_u64)) or by copies
 //!   ([`read_into`](RegisteredMemory::read_into),
 //!   [`to_vec`](RegisteredMemory::to_vec),
-//!   [`write_from`](RegisteredMemory::write_from)); words are the only
+//!   [`write_from`](RegisteredMemory::write_from)). Each byte has one
 //!   granularity, because racing atomic accesses of different sizes are
-//!   undefined behaviour. Shared memory starts 8-byte aligned and spans
-//!   whole words ([`MrRegistry::alloc`] always does). It may be the source
+//!   undefined behaviour: the bytes of whole aligned words are reached
+//!   only as 8-byte words, and the bytes before the first whole word and
+//!   after the last (memory registered from a `Vec<u8>`, which need not
+//!   be 8-byte aligned, or of a length that is no whole number of words)
+//!   only as single bytes. Which bytes are which is fixed by the
+//!   registration's start and length, never by an access, so copies work
+//!   at any offset and alignment while every access to one byte has one
+//!   size. The word accessors need an 8-byte aligned word (a typed
+//!   [`MrError::Misaligned`] otherwise); [`MrRegistry::alloc`] always
+//!   starts page-aligned. It may be the source
 //!   of sends and writes; the device then reads whatever bytes are there
 //!   when it reads them (a store meanwhile may or may not be sent). It is
 //!   never the target of a receive or read the program posts, since those
@@ -95,7 +104,7 @@
 //! assert_eq!(view.rdma_addr, 1 << 20);
 //!
 //! // The peer's side: decode and navigate.
-//! let wire = view.remote().encode();
+//! let wire = view.remote()?.encode();
 //! let remote = RemoteMemoryRegion::decode(&wire)?;
 //! let slots = remote.array::<u64>()?;
 //! assert_eq!(slots.len(), 512);

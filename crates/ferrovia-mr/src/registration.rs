@@ -94,16 +94,11 @@ impl Registration<'_> {
         Ok(self.seg.view_unchecked(addr, bytes.len()))
     }
 
-    /// What a peer needs to reach the whole registration. Refused unless
-    /// remote read, write or atomics were granted.
+    /// What a peer needs to reach the whole registration, with its remote
+    /// rights. Refused unless remote read, write or atomics were granted
+    /// (as [`MemoryRegionView::remote`], which this is for the whole view).
     pub fn remote(&self) -> Result<RemoteMemoryRegion, MrError> {
-        if !self.access().grants_remote() {
-            return Err(MrError::AccessNotGranted {
-                what: "a remote descriptor",
-                needed: "REMOTE_READ, REMOTE_WRITE or REMOTE_ATOMIC",
-            });
-        }
-        Ok(self.view().remote().restrict(self.access()))
+        self.view().remote()
     }
 }
 

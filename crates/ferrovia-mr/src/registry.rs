@@ -36,7 +36,7 @@ use crate::view::MemoryRegionView;
 /// let addr = arena.addr() + (1 << 20);
 /// let view = registry.view(addr, 4096)?;
 /// assert_eq!(view.rdma_addr, 1 << 20);
-/// let for_peer = view.remote().encode(); // send this to the peer
+/// let for_peer = view.remote()?.encode(); // send this to the peer
 /// # let _ = for_peer;
 /// # Ok(())
 /// # }
@@ -61,6 +61,7 @@ struct Entry {
     rdma_base: u64,
     lkey: u32,
     rkey: u32,
+    access: AccessFlags,
     seg: Arc<Segment>,
 }
 
@@ -75,6 +76,7 @@ impl Entry {
             size: len,
             lkey: self.lkey,
             rkey: self.rkey,
+            access: self.access,
         }
     }
 }
@@ -101,8 +103,10 @@ impl MrRegistry {
 
     /// Registers memory the registry then owns; the returned buffer frees
     /// it after deregistration. [`Local`] memory derefs to its bytes;
-    /// [`Shared`] memory must start 8-byte aligned and be a whole number
-    /// of words long (use [`MrRegistry::alloc`] for any length).
+    /// [`Shared`] memory may start anywhere (a `Vec<u8>` need not be
+    /// 8-byte aligned) and have any length: its copies work at any
+    /// alignment, its word accessors need aligned words (memory from
+    /// [`MrRegistry::alloc`] starts page-aligned).
     pub fn register_buffer<A: Access>(
         &self,
         buf: impl Into<Box<[u8]>>,
@@ -110,7 +114,6 @@ impl MrRegistry {
     ) -> Result<RegisteredBuffer<A>, MrError> {
         let buf: Box<[u8]> = buf.into();
         let len = buf.len();
-        check_words::<A>(buf.as_ptr() as usize, len)?;
         let owned = OwnedMemory::from_box(buf);
         let ptr = owned.ptr();
         // SAFETY: the segment owns the memory and frees it only after the
@@ -119,8 +122,7 @@ impl MrRegistry {
         // SAFETY: `ptr..ptr+len` is owned by the segment that `reg` keeps
         // alive and this buffer is its only accessor; the registration
         // grants what `A` says (RegisterOptions<Local> cannot ask for
-        // remote write or atomics) and `Shared` memory was checked to be
-        // whole aligned words.
+        // remote write or atomics); atomics reach exactly the buffer.
         Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
@@ -162,28 +164,27 @@ impl MrRegistry {
         let ptr = owned.ptr();
         // SAFETY: as in register_buffer.
         let reg = unsafe { self.insert(ptr, len, &opts, Some(owned)) }?;
-        // SAFETY: as in register_buffer; the allocation is page-aligned
-        // and holds whole words.
+        // SAFETY: as in register_buffer; the allocation holds whole words,
+        // so `Shared` memory's atomics may reach its padding (the span).
         Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
     /// Registers borrowed memory for `'a`; the returned slice gives the
     /// bytes back and deregisters when its last registration handle drops.
-    /// [`Shared`] memory must start 8-byte aligned and be a whole number
-    /// of words long.
+    /// [`Shared`] memory may start anywhere and have any length (see
+    /// [`MrRegistry::register_buffer`]).
     pub fn register_slice<'a, A: Access>(
         &self,
         buf: &'a mut [u8],
         opts: RegisterOptions<A>,
     ) -> Result<RegisteredSlice<'a, A>, MrError> {
         let (ptr, len) = (buf.as_mut_ptr(), buf.len());
-        check_words::<A>(ptr as usize, len)?;
         // SAFETY: the memory is exclusively borrowed for 'a, and the
         // Registration<'a> handles (the only things keeping the MR alive)
         // cannot outlive 'a.
         let reg = unsafe { self.insert(ptr, len, &opts, None) }?;
         // SAFETY: exclusive borrow for 'a, handed to the wrapper; access
-        // and alignment as in register_buffer.
+        // as in register_buffer, atomics reach exactly the borrow.
         Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
@@ -280,7 +281,12 @@ impl MrRegistry {
         keys: Box<dyn crate::registrar::RegisteredKeys>,
         owned: Option<OwnedMemory>,
     ) -> Registration<'static> {
+        // Owned memory (at `addr`) may hold whole words past `len`: what
+        // `alloc` allocates for `Shared` memory's last word.
+        let words = len.checked_next_multiple_of(8).unwrap_or(len);
+        let span = owned.as_ref().map_or(len, |o| o.len().clamp(len, words));
         let seg = Arc::new(Segment {
+            span,
             rdma_base: iova.unwrap_or(addr as u64),
             lkey: keys.lkey(),
             rkey: keys.rkey(),
@@ -296,6 +302,7 @@ impl MrRegistry {
             rdma_base: seg.rdma_base,
             lkey: seg.lkey,
             rkey: seg.rkey,
+            access: seg.access,
             seg: seg.clone(),
         };
         table.insert(seg.addr, seg.end(), seg.id, entry);
@@ -384,14 +391,6 @@ impl std::fmt::Debug for MrRegistry {
             .field("stats", &self.stats())
             .finish()
     }
-}
-
-/// `Shared` memory is accessed as whole aligned words.
-fn check_words<A: Access>(addr: usize, len: usize) -> Result<(), MrError> {
-    if A::SHARED && !(addr.is_multiple_of(8) && len.is_multiple_of(8)) {
-        return Err(MrError::Misaligned { addr, align: 8 });
-    }
-    Ok(())
 }
 
 impl<'a> RegisteredMemory<'a, Shared> {

@@ -73,6 +73,10 @@ impl OwnedMemory {
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for OwnedMemory {
@@ -104,6 +108,10 @@ pub(crate) struct Segment {
     pub(crate) id: usize,
     pub(crate) addr: usize,
     pub(crate) len: usize,
+    /// The bytes from `addr` that `Shared` memory's atomics may reach:
+    /// `len`, or for `MrRegistry::alloc`, `len` rounded up to whole words
+    /// (its padding, allocated and registered nowhere else).
+    pub(crate) span: usize,
     pub(crate) rdma_base: u64,
 }
 
@@ -132,6 +140,7 @@ impl Segment {
             size: len,
             lkey: self.lkey,
             rkey: self.rkey,
+            access: self.access,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Views into a registration: where a sub-range lives, locally and for
 //! the NIC.
 
+use ferrovia_types::AccessFlags;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{MrError, checked_end};
@@ -15,7 +16,9 @@ use crate::remote::RemoteMemoryRegion;
 /// registered at RDMA address 0 has `rdma_addr == 0x100000`.
 ///
 /// A view is plain data: it does not keep the registration alive. Work
-/// requests in `ferrovia-channel` borrow the registration itself.
+/// requests in `ferrovia-channel` borrow the registration itself. It
+/// carries the registration's rights, so the descriptor it makes for a
+/// peer ([`MemoryRegionView::remote`]) claims no more than was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct MemoryRegionView {
     /// The id of the registration the view is into.
@@ -30,6 +33,24 @@ pub struct MemoryRegionView {
     pub lkey: u32,
     /// Remote key, for peers (meaningful only if remote access was granted).
     pub rkey: u32,
+    /// The access rights the registration grants.
+    #[serde(with = "access_bits")]
+    pub access: AccessFlags,
+}
+
+/// `AccessFlags` has no serde form of its own (ferrovia-types has no
+/// serde); a view writes its bits.
+mod access_bits {
+    use ferrovia_types::AccessFlags;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(a: &AccessFlags, s: S) -> Result<S::Ok, S::Error> {
+        a.bits().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AccessFlags, D::Error> {
+        u32::deserialize(d).map(AccessFlags::from_bits)
+    }
 }
 
 impl MemoryRegionView {
@@ -41,6 +62,7 @@ impl MemoryRegionView {
         size: usize,
         lkey: u32,
         rkey: u32,
+        access: AccessFlags,
     ) -> Self {
         MemoryRegionView {
             id,
@@ -49,6 +71,7 @@ impl MemoryRegionView {
             size,
             lkey,
             rkey,
+            access,
         }
     }
 
@@ -71,9 +94,23 @@ impl MemoryRegionView {
         })
     }
 
-    /// What a peer needs to read or write this view (no lkey).
-    pub fn remote(&self) -> RemoteMemoryRegion {
-        RemoteMemoryRegion::from_parts_unchecked(self.rdma_addr as u64, self.size as u64, self.rkey)
+    /// What a peer needs to reach this view (no lkey), with exactly the
+    /// remote rights of its registration. Refused, as
+    /// [`Registration::remote`](crate::Registration::remote) refuses it,
+    /// unless remote read, write or atomics were granted.
+    pub fn remote(&self) -> Result<RemoteMemoryRegion, MrError> {
+        if !self.access.grants_remote() {
+            return Err(MrError::AccessNotGranted {
+                what: "a remote descriptor",
+                needed: "REMOTE_READ, REMOTE_WRITE or REMOTE_ATOMIC",
+            });
+        }
+        Ok(RemoteMemoryRegion::from_parts_unchecked(
+            self.rdma_addr as u64,
+            self.size as u64,
+            self.rkey,
+        )
+        .restrict(self.access))
     }
 }
 
@@ -83,11 +120,13 @@ mod tests {
 
     #[test]
     fn sub_views_shift_both_addresses() {
-        let v = MemoryRegionView::new(3, 0x0100_0000, 0, 1 << 30, 11, 22);
+        let rights = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ;
+        let v = MemoryRegionView::new(3, 0x0100_0000, 0, 1 << 30, 11, 22, rights);
         let s = v.sub_view(0x10_0000, 4096).unwrap();
         assert_eq!(s.virtual_addr, 0x0110_0000);
         assert_eq!(s.rdma_addr, 0x10_0000);
         assert_eq!((s.id, s.lkey, s.rkey, s.size), (3, 11, 22, 4096));
+        assert_eq!(s.access, rights);
         assert!(matches!(
             v.sub_view(1 << 30, 1),
             Err(MrError::OutOfRange { .. })
@@ -97,7 +136,14 @@ mod tests {
             v.sub_view(usize::MAX, 2),
             Err(MrError::Overflow { .. })
         ));
-        let r = s.remote();
+        let r = s.remote().unwrap();
         assert_eq!((r.addr(), r.len(), r.rkey()), (0x10_0000, 4096, 22));
+        assert_eq!(r.access(), AccessFlags::REMOTE_READ);
+    }
+
+    #[test]
+    fn local_only_views_have_no_descriptor() {
+        let v = MemoryRegionView::new(1, 0x1000, 0x1000, 64, 1, 2, AccessFlags::LOCAL_WRITE);
+        assert!(matches!(v.remote(), Err(MrError::AccessNotGranted { .. })));
     }
 }

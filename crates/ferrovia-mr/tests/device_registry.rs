@@ -80,7 +80,7 @@ fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
             view.rdma_addr, offset,
             "zero-based: rdma address is the offset"
         );
-        let remote = view.remote();
+        let remote = view.remote().unwrap();
         // Write `len` bytes of a pattern from staging into the arena view.
         let pattern: Vec<u8> = (0..len).map(|i| (i * 7 + n) as u8).collect();
         staging[..len].copy_from_slice(&pattern);

@@ -242,7 +242,7 @@ fn shared_memory_is_read_and_written_as_words_and_copies() {
         .unwrap();
     assert_eq!(buf.len(), 61);
     // Whole words: the last one covers the padding to 64.
-    let words = buf.as_atomic_u64s();
+    let words = buf.as_atomic_u64s().unwrap();
     assert_eq!(words.len(), 8);
     words[1].store(u64::from_ne_bytes([1, 2, 3, 4, 5, 6, 7, 8]), SeqCst);
     assert_eq!(buf.load_u64(8).unwrap(), words[1].load(SeqCst));
@@ -272,23 +272,51 @@ fn shared_memory_is_read_and_written_as_words_and_copies() {
 }
 
 #[test]
-fn shared_registrations_must_be_whole_aligned_words() {
+fn shared_registrations_start_anywhere_and_word_accessors_need_aligned_words() {
     let (reg, _) = registry();
-    let mut words = vec![0u64; 3];
+    let mut words = vec![0u64; 4];
     let bytes: &mut [u8] = bytemuck_free_bytes(&mut words);
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = i as u8;
+    }
     let opts = RegisterOptions::local().allow_remote_write();
-    assert!(matches!(
-        reg.register_slice(&mut bytes[1..17], opts),
-        Err(MrError::Misaligned { .. })
-    ));
-    assert!(matches!(
-        reg.register_slice(&mut bytes[0..12], opts),
-        Err(MrError::Misaligned { .. })
-    ));
-    let ok = reg.register_slice(&mut bytes[8..24], opts).unwrap();
-    assert_eq!(ok.as_atomic_u64s().len(), 2);
-    // Local memory has no such rule.
-    drop(ok);
+    // An odd start and a length of no whole words: both used to be
+    // refused (`Misaligned`, naming the start even when only the length
+    // was the problem).
+    {
+        let odd = reg.register_slice(&mut bytes[1..18], opts).unwrap();
+        assert_eq!(odd.to_vec(), (1..18).collect::<Vec<u8>>());
+        assert!(matches!(
+            odd.as_atomic_u64s(),
+            Err(MrError::Misaligned { align: 8, .. })
+        ));
+        match odd.load_u64(0) {
+            Err(MrError::Misaligned { addr, align: 8 }) => assert_eq!(addr, odd.addr()),
+            other => panic!("expected Misaligned, got {other:?}"),
+        }
+        // Offset 7 is the aligned word at byte 8 of the backing memory.
+        assert_eq!(
+            odd.load_u64(7).unwrap(),
+            u64::from_ne_bytes([8, 9, 10, 11, 12, 13, 14, 15])
+        );
+        odd.store_u64(7, u64::from_ne_bytes([0xee; 8])).unwrap();
+        // Past the end (7 + 8 fits, 15 + 8 does not).
+        assert!(matches!(odd.load_u64(15), Err(MrError::OutOfRange { .. })));
+        odd.write_from(0, &[0xa0, 0xa1]).unwrap();
+        odd.write_from(15, &[0xb0, 0xb1]).unwrap();
+    }
+    let mut expected: Vec<u8> = (0..32).collect();
+    expected[1..3].copy_from_slice(&[0xa0, 0xa1]);
+    expected[8..16].copy_from_slice(&[0xee; 8]);
+    expected[16..18].copy_from_slice(&[0xb0, 0xb1]);
+    assert_eq!(&bytes[..], &expected[..], "neighbours untouched");
+    // An aligned start with a partial last word: the whole words, and the
+    // tail bytes by copies only.
+    let tail = reg.register_slice(&mut bytes[8..20], opts).unwrap();
+    assert_eq!(tail.as_atomic_u64s().unwrap().len(), 1);
+    assert!(matches!(tail.load_u64(8), Err(MrError::OutOfRange { .. })));
+    assert_eq!(tail.to_vec(), &expected[8..20]);
+    drop(tail);
     reg.register_slice(&mut bytes[1..12], RegisterOptions::local())
         .unwrap();
 }
@@ -339,4 +367,73 @@ fn bytemuck_free_bytes(words: &mut [u64]) -> &mut [u8] {
     // SAFETY: u8 has no alignment or validity requirements; same memory,
     // same exclusive borrow.
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
+}
+
+#[test]
+fn view_descriptors_carry_the_registrations_rights() {
+    use ferrovia_verbs::AccessFlags;
+    let (reg, _) = registry();
+    // Local-only memory: the view refuses a descriptor as the registration
+    // does (it used to claim read, write and atomics).
+    let local = reg
+        .register_buffer(vec![0u8; 64], RegisterOptions::local())
+        .unwrap();
+    let view = local.registration().view();
+    assert_eq!(view.access, AccessFlags::LOCAL_WRITE);
+    assert!(matches!(
+        view.remote(),
+        Err(MrError::AccessNotGranted {
+            what: "a remote descriptor",
+            ..
+        })
+    ));
+    assert!(matches!(
+        local.registration().view_at(8, 8).unwrap().remote(),
+        Err(MrError::AccessNotGranted { .. })
+    ));
+    assert!(matches!(
+        reg.view(local.addr(), 8).unwrap().remote(),
+        Err(MrError::AccessNotGranted { .. })
+    ));
+    // Read-only memory: views found every way claim read only.
+    let readable = reg
+        .register_buffer(vec![0u8; 64], RegisterOptions::local().allow_remote_read())
+        .unwrap();
+    let by_lookup = reg.view(readable.addr() + 8, 16).unwrap().remote().unwrap();
+    assert_eq!(by_lookup.access(), AccessFlags::REMOTE_READ);
+    assert_eq!(
+        (by_lookup.len(), by_lookup.addr()),
+        (16, readable.addr() as u64 + 8)
+    );
+    let sub = readable
+        .registration()
+        .view_at(4, 4)
+        .unwrap()
+        .remote()
+        .unwrap();
+    assert_eq!(sub.access(), AccessFlags::REMOTE_READ);
+    assert_eq!(
+        readable.registration().view().remote().unwrap(),
+        readable.registration().remote().unwrap()
+    );
+    // Write and atomics: the descriptor has both, not read.
+    let shared = reg
+        .alloc(
+            64,
+            RegisterOptions::local()
+                .allow_remote_write()
+                .allow_remote_atomic(),
+        )
+        .unwrap();
+    let rights = reg
+        .view(shared.addr(), 64)
+        .unwrap()
+        .remote()
+        .unwrap()
+        .access();
+    assert_eq!(
+        rights,
+        AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC
+    );
+    assert!(!rights.contains(AccessFlags::REMOTE_READ));
 }

@@ -209,7 +209,8 @@ impl SyncRegion {
     }
 
     fn words(buf: &SharedBuffer) -> &[AtomicU64] {
-        buf.as_atomic_u64s()
+        // Both buffers come from `alloc`, page-aligned: never refused.
+        buf.as_atomic_u64s().unwrap_or_default()
     }
 
     /// The directory entry rank `from` wrote here, if any.

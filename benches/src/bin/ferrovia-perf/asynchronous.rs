@@ -93,7 +93,7 @@ impl Bench {
     /// RDMA-write ping-pong; each side watches the last byte of its region.
     async fn write_lat(&self, size: usize, args: &Args) -> Res<Vec<f64>> {
         let (me, peer) = (self.rank(), 1 - self.rank());
-        let flag = &self.exposed.as_atomic_u64s()[(size - 1) / 8];
+        let flag = &self.exposed.as_atomic_u64s()?[(size - 1) / 8];
         let last = (size - 1) % 8;
         flag.store(0, Relaxed);
         self.both().await?;

@@ -45,7 +45,7 @@ fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeErro
     src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
     let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
     // The word holding the last byte: the write fills it with 0xff.
-    let flag: &AtomicU64 = &inbox.as_atomic_u64s()[(size - 1) / 8];
+    let flag: &AtomicU64 = &inbox.as_atomic_u64s()?[(size - 1) / 8];
     let last = (size - 1) % 8;
     // Polls the transport every 16 looks at the flag: on UCX that drives
     // progress on this thread (the peer's write lands); on verbs it is

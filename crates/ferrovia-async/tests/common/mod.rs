@@ -15,10 +15,27 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// `n` async channels over UCX transports `tls`, connected to each other.
 /// Call inside a runtime.
 pub fn world(n: usize, tls: &str, cfg: AsyncConfig) -> Vec<AsyncMultiChannel> {
+    world_pooled(n, tls, cfg, 0)
+}
+
+/// [`world`] with a shared receive pool of `pool` receives in each
+/// channel (0: none, receives per peer).
+pub fn world_pooled(n: usize, tls: &str, cfg: AsyncConfig, pool: u32) -> Vec<AsyncMultiChannel> {
+    world_configured(n, tls, cfg, pool, ChannelConfig::default())
+}
+
+/// [`world_pooled`] with the channels' configuration `channel`.
+pub fn world_configured(
+    n: usize,
+    tls: &str,
+    cfg: AsyncConfig,
+    pool: u32,
+    channel: ChannelConfig,
+) -> Vec<AsyncMultiChannel> {
     let ts: Vec<UcxTransport> = (0..n)
         .map(|_| {
             let ctx = UcxContext::with_options(&[("TLS", tls)]).expect("ucp_init");
-            let mut b = UcxTransport::builder();
+            let mut b = UcxTransport::builder().shared_receives(pool);
             if tls != "tcp" {
                 // UCX 1.13's shared memory has no peer failure handling.
                 b = b.detect_peer_failure(false);
@@ -32,7 +49,7 @@ pub fn world(n: usize, tls: &str, cfg: AsyncConfig) -> Vec<AsyncMultiChannel> {
         .map(|(i, t)| {
             t.connect(i, &addrs).expect("connect");
             let registry = MrRegistry::with_registrar(t.registrar());
-            let ch = MultiChannel::over(Arc::new(t), registry, ChannelConfig::default());
+            let ch = MultiChannel::over(Arc::new(t), registry, channel.clone());
             Async::with_config(ch, cfg.clone()).expect("async engine")
         })
         .collect()

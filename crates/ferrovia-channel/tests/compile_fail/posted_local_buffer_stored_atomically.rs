@@ -12,7 +12,7 @@ fn main() {
     ch.scope(|s| {
         let g = [Gather::of(&buf)?];
         s.post_send(SendWorkRequest::new(&g)?)?;
-        buf.as_atomic_u64s()[0].store(1, Relaxed);
+        buf.as_atomic_u64s().unwrap()[0].store(1, Relaxed);
         Ok::<_, TransportError>(())
     })
     .unwrap();
