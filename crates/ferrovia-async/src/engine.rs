@@ -88,8 +88,9 @@ pub(crate) struct Inner<T> {
     /// inside `Async::with`, or on another thread during a turn).
     orphans: Mutex<Vec<OwnedTicket>>,
     has_orphans: AtomicBool,
-    /// Wakes the reactor (orphans to settle, or shutdown).
-    pub(crate) poke: Arc<Notify>,
+    /// Wakes the reactor (orphans to settle, or shutdown); pokes it once
+    /// more when dropped, so it sees the engine gone and ends.
+    pub(crate) poke: Poke,
     /// How often the reactor woke because the event fd was readable.
     pub(crate) fd_wakes: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -108,7 +109,7 @@ impl<T: Target> Inner<T> {
             abandoned_deadline,
             orphans: Mutex::new(Vec::new()),
             has_orphans: AtomicBool::new(false),
-            poke: Arc::new(Notify::new()),
+            poke: Poke(Arc::new(Notify::new())),
             fd_wakes: Arc::default(),
         }
     }
@@ -180,9 +181,28 @@ impl<T: Target> Engine for Inner<T> {
     }
 }
 
-impl<T> Drop for Inner<T> {
+/// The reactor's wake-up, which wakes it once more when the engine goes.
+pub(crate) struct Poke(pub(crate) Arc<Notify>);
+
+impl std::ops::Deref for Poke {
+    type Target = Notify;
+
+    fn deref(&self) -> &Notify {
+        &self.0
+    }
+}
+
+impl Drop for Poke {
     fn drop(&mut self) {
-        // The reactor holds only a weak reference: it sees this and ends.
-        self.poke.notify_one();
+        // The reactor holds only a weak reference to the engine: it sees
+        // it gone and ends.
+        self.0.notify_one();
+    }
+}
+
+impl<T: Target> Inner<T> {
+    /// The target, once nothing else holds the engine.
+    pub(crate) fn into_target(self) -> T {
+        self.target.into_inner()
     }
 }

@@ -99,11 +99,31 @@ impl<T: Target> Async<T> {
         runtime.spawn(reactor::run(
             weak,
             fd,
-            inner.poke.clone(),
+            inner.poke.0.clone(),
             wake,
             inner.fd_wakes.clone(),
         ));
         Ok(Async { inner })
+    }
+
+    /// Gives the target back, its scopes allowed again, when this is the
+    /// last handle, no operation future is alive and nothing is
+    /// outstanding (call [`Async::shutdown`] first); else `Err(self)`,
+    /// unchanged.
+    pub fn into_inner(self) -> Result<T, Async<T>> {
+        if with(&*self.inner, |core| core.outstanding()) > 0 {
+            return Err(self);
+        }
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => {
+                let target = inner.into_target();
+                // Nothing is outstanding and no one else holds the engine.
+                let readmitted = target.core().readmit_scopes();
+                debug_assert!(readmitted);
+                Ok(target)
+            }
+            Err(inner) => Err(Async { inner }),
+        }
     }
 
     fn engine(&self) -> Arc<dyn Engine> {

@@ -186,8 +186,81 @@ async fn shutting_down_with_pooled_receives(tls: &str) {
     assert_eq!((got.received(), got.peer()), (&b"after"[..], Some(1)));
 }
 
+/// The channel comes back out of the async layer once nothing is
+/// outstanding (not while a future lives or a dropped one's request is
+/// posted), and scopes work over it again.
+async fn the_target_comes_back_once_nothing_is_outstanding(tls: &str) {
+    let mut w = world(2, tls, AsyncConfig::default());
+    let (b, a) = (w.pop().unwrap(), w.pop().unwrap());
+    let hi = b.send(0, local(&b, b"hi"));
+    let got = timeout(WAIT, a.receive(1, local(&a, &[0; 8])))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&got.received()[..2], b"hi");
+    timeout(WAIT, hi).await.unwrap().unwrap();
+    let pending = a.receive(1, local(&a, &[0; 8]));
+    let Err(a) = a.into_inner() else {
+        panic!("a future is alive")
+    };
+    drop(pending);
+    let Err(a) = a.into_inner() else {
+        panic!("its receive is outstanding")
+    };
+    // Gives the abandoned receive its message, so nothing needs a flush.
+    timeout(WAIT, b.send(0, local(&b, b"late")))
+        .await
+        .unwrap()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while a.outstanding() > 0 && start.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(a.take_returned().len(), 1, "the dropped receive's buffer");
+    let Ok(mut a) = a.into_inner() else {
+        panic!("nothing is outstanding now")
+    };
+    let Ok(mut b) = b.into_inner() else {
+        panic!("b has nothing outstanding")
+    };
+    let mut inbox = a
+        .registry()
+        .register_buffer(vec![0u8; 8], ferrovia_mr::RegisterOptions::local())
+        .unwrap();
+    let msg = b
+        .registry()
+        .register_buffer(b"scoped".to_vec(), ferrovia_mr::RegisterOptions::local())
+        .unwrap();
+    let got = a
+        .scope(|s| {
+            let r = s.post_receive(ferrovia_channel::PeerReceiveWorkRequest::new(
+                1,
+                ferrovia_channel::ReceiveWorkRequest::new(ferrovia_channel::Scatter::of(
+                    &mut inbox,
+                )?),
+            ))?;
+            b.scope(|t| {
+                let g = [ferrovia_channel::Gather::of(&msg)?];
+                t.post_send(ferrovia_channel::PeerSendWorkRequest::new(
+                    0,
+                    ferrovia_channel::SendWorkRequest::new(&g)?,
+                ))?
+                .wait(WAIT)
+            })
+            .map_err(|e| TransportError::Config(e.to_string()))?;
+            Ok::<_, TransportError>(r.wait(WAIT)?.into_received().unwrap_or_default().to_vec())
+        })
+        .unwrap();
+    assert_eq!(&got[..6], b"scoped");
+}
+
 macro_rules! on {
     ($tls:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_target_comes_back_once_nothing_is_outstanding() {
+            super::the_target_comes_back_once_nothing_is_outstanding($tls).await;
+        }
+
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn drop_with_an_outstanding_receive_returns_at_once() {
             super::dropping_with_a_receive_outstanding($tls).await;

@@ -136,6 +136,18 @@ impl ChannelCore {
         true
     }
 
+    /// Lets scopes open over this engine again, after
+    /// [`ChannelCore::lock_out_scopes`]: for an owner of owned requests
+    /// that is done with them. False (and nothing changes) while an owned
+    /// request is outstanding, whose owner may still be waiting for it.
+    pub fn readmit_scopes(&self) -> bool {
+        if self.outstanding() > 0 {
+            return false;
+        }
+        self.scope_open.set(false);
+        true
+    }
+
     pub(crate) fn check_peer(&self, st: &EngineState, peer: usize) -> TransportResult<()> {
         match st.broken.get(peer) {
             None => Err(TransportError::NoSuchPeer {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferrovia::prelude::*;
 use ferrovia::{
-    Backend, ChannelBuilder, Gather, Listener, MrRegistry, Node, NodeBuilder, NodeError,
+    AsyncNode, ChannelBuilder, Gather, Listener, MrRegistry, Node, NodeBuilder, NodeError,
     PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest, ReceiveWorkRequest,
     RegisterOptions, RemoteMemoryRegion, Scatter, ScopeError, SendWorkRequest, SharedBuffer,
     TransportError, WriteWorkRequest,
@@ -56,7 +56,6 @@ pub(crate) fn pattern(from: usize, to: usize, round: u32, what: u8) -> [u8; SLOT
 }
 
 struct Rank {
-    node: Node,
     me: usize,
     n: usize,
     all: Vec<usize>,
@@ -102,7 +101,6 @@ pub(crate) fn run(seconds: u64, seed: u64) -> Result<(), NodeError> {
     );
     let mut r = Rank {
         all: (0..n).collect(),
-        node,
         me,
         n,
         inbox,
@@ -110,8 +108,8 @@ pub(crate) fn run(seconds: u64, seed: u64) -> Result<(), NodeError> {
         listener,
         counts: Counts::default(),
     };
-    r.node.barrier(&r.all, WAIT)?;
-    println!("soak: rank {me} of {n} started over {}", r.node.describe());
+    node.barrier(&r.all, WAIT)?;
+    println!("soak: rank {me} of {n} started over {}", node.describe());
     let started = Instant::now();
     let mut rng = Rng::new(seed);
     let mut round = 0u32;
@@ -125,12 +123,18 @@ pub(crate) fn run(seconds: u64, seed: u64) -> Result<(), NodeError> {
         } else {
             Round::Stop // replaced by rank 0's header
         };
-        let kind = r.header(round, drawn)?;
+        let kind = r.header(&mut node, round, drawn)?;
         if kind == Round::Stop {
             break;
         }
-        r.play(round, kind)?;
-        r.node.barrier(&r.all, WAIT)?;
+        node = match kind {
+            Round::Async { ops } => r.asynchronous(node, round, ops)?,
+            other => {
+                r.play(&mut node, round, other)?;
+                node
+            }
+        };
+        node.barrier(&r.all, WAIT)?;
         r.counts.barriers += 1;
         r.counts.rounds += 1;
         round += 1;
@@ -146,13 +150,13 @@ pub(crate) fn run(seconds: u64, seed: u64) -> Result<(), NodeError> {
         c.wrong,
         c.flushes,
         c.stale_sends_failed,
-        r.node.stale_dropped(),
+        node.stale_dropped(),
         c.reconnects,
         c.barriers,
         c.clients,
         c.async_ops,
         c.async_dropped,
-        r.node.describe(),
+        node.describe(),
     );
     if c.wrong > 0 {
         return Err(config(format!("{} messages or writes were wrong", c.wrong)));
@@ -163,17 +167,16 @@ pub(crate) fn run(seconds: u64, seed: u64) -> Result<(), NodeError> {
 impl Rank {
     /// Rank 0 sends `drawn`'s header to every rank; the others receive
     /// it. The round everyone plays.
-    fn header(&mut self, round: u32, drawn: Round) -> Result<Round, NodeError> {
+    fn header(&mut self, node: &mut Node, round: u32, drawn: Round) -> Result<Round, NodeError> {
         let (me, n) = (self.me, self.n);
         if n == 1 {
             return Ok(drawn);
         }
         if me == 0 {
-            let h = self
-                .node
+            let h = node
                 .registry()
                 .register_buffer(drawn.encode(round).to_vec(), RegisterOptions::local())?;
-            self.node.scope(|s| {
+            node.scope(|s| {
                 let g = [Gather::of(&h)?];
                 let sends = s.post_multicast_send(1..n, SendWorkRequest::new(&g)?)?;
                 for h in sends {
@@ -183,11 +186,8 @@ impl Rank {
             })?;
             return Ok(drawn);
         }
-        let mut buf = self
-            .node
-            .registry()
-            .alloc(HEADER, RegisterOptions::local())?;
-        let got = self.node.scope(|s| {
+        let mut buf = node.registry().alloc(HEADER, RegisterOptions::local())?;
+        let got = node.scope(|s| {
             let d = s
                 .post_receive(PeerReceiveWorkRequest::new(
                     0,
@@ -207,29 +207,29 @@ impl Rank {
         }
     }
 
-    fn play(&mut self, round: u32, kind: Round) -> Result<(), NodeError> {
+    fn play(&mut self, node: &mut Node, round: u32, kind: Round) -> Result<(), NodeError> {
         match kind {
-            Round::Exchange => self.exchange(round),
-            Round::Flush { a, b } => self.flush(round, a, b),
-            Round::Subset { mask, count } => self.subset(mask, count),
-            Round::ByAddress => self.by_address(round),
-            Round::Async { ops } => self.asynchronous(round, ops),
-            Round::Stop => Ok(()),
+            Round::Exchange => self.exchange(node, round),
+            Round::Flush { a, b } => self.flush(node, round, a, b),
+            Round::Subset { mask, count } => self.subset(node, mask, count),
+            Round::ByAddress => self.by_address(node, round),
+            // Played by `asynchronous`, which takes the node over.
+            Round::Async { .. } | Round::Stop => Ok(()),
         }
     }
 
     /// All-to-all: a message to and a write into every other rank.
-    fn exchange(&mut self, round: u32) -> Result<(), NodeError> {
+    fn exchange(&mut self, node: &mut Node, round: u32) -> Result<(), NodeError> {
         let (me, n) = (self.me, self.n);
         let others: Vec<usize> = (0..n).filter(|&p| p != me).collect();
-        let registry = self.node.registry().clone();
+        let registry = node.registry().clone();
         let mut recv = registry.alloc(n * SLOT, RegisterOptions::local())?;
         let mut out = registry.alloc(n * SLOT, RegisterOptions::local())?;
         for p in 0..n {
             out[p * SLOT..(p + 1) * SLOT].copy_from_slice(&pattern(me, p, round, b'M'));
         }
         let (remotes, all) = (&self.remotes, &self.all);
-        let got = self.node.scope(|s| {
+        let got = node.scope(|s| {
             let (rbytes, rreg) = recv.split_mut();
             let mut chunks: Vec<_> = rbytes.chunks_mut(SLOT).map(Some).collect();
             let recvs = s.post_gather_receive(
@@ -304,66 +304,91 @@ impl Rank {
         Ok(())
     }
 
-    /// Rank `a` flushes its connection to `b`; `b` sends on the old one;
-    /// both reconnect and swap a checked message.
-    fn flush(&mut self, round: u32, a: usize, b: usize) -> Result<(), NodeError> {
+    /// Rank `a` breaks its connection to `b`, and `b` sends on the old
+    /// one; both reconnect and swap a checked message. Even rounds: `a`
+    /// flushes at a drain deadline, then `b` sends. Odd rounds: `b` sends
+    /// a message too long for `a`'s 1-byte receive (a length error breaks
+    /// the connection on both backends) and another right behind it, which
+    /// must never reach `a` afterwards.
+    fn flush(&mut self, node: &mut Node, round: u32, a: usize, b: usize) -> Result<(), NodeError> {
         let me = self.me;
         if me != a && me != b {
             return Ok(());
         }
         let peer = if me == a { b } else { a };
-        let registry = self.node.registry().clone();
+        let too_long = round % 2 == 1;
+        let registry = node.registry().clone();
         if me == a {
-            let mut never = registry.alloc(SLOT, RegisterOptions::local())?;
-            let r = self.node.scope(|s| {
+            let mut short =
+                registry.alloc(if too_long { 1 } else { SLOT }, RegisterOptions::local())?;
+            let pair = [a.min(b), a.max(b)];
+            let r = node.scope(|s| {
                 s.set_drain_deadline(Duration::from_millis(100));
-                drop(s.post_receive(PeerReceiveWorkRequest::new(
+                let h = s.post_receive(PeerReceiveWorkRequest::new(
                     peer,
-                    ReceiveWorkRequest::new(Scatter::of(&mut never)?),
-                ))?);
-                Ok::<_, NodeError>(())
+                    ReceiveWorkRequest::new(Scatter::of(&mut short)?),
+                ))?;
+                if too_long {
+                    s.barrier(&pair, WAIT)?; // posted before `b` sends
+                    return Ok(h.wait(WAIT).map(drop));
+                }
+                drop(h);
+                Ok::<_, NodeError>(Ok(()))
             });
-            match r {
-                Err(ScopeError::Drain(_)) => self.counts.flushes += 1,
-                other => {
+            match (too_long, r) {
+                (false, Err(ScopeError::Drain(_))) => self.counts.flushes += 1,
+                (true, Ok(Err(TransportError::Completion(c))))
+                    if c.status.class() == ferrovia::WcClass::LocalLength
+                        || c.status.class() == ferrovia::WcClass::LocalOperation =>
+                {
+                    self.counts.flushes += 1
+                }
+                (_, other) => {
                     return Err(config(format!(
-                        "round {round}: expected the flush of rank {peer}'s connection: {other:?}"
+                        "round {round}: expected rank {peer}'s connection to break: {other:?}"
                     )));
                 }
             }
         } else {
-            std::thread::sleep(Duration::from_millis(200));
+            let pair = [a.min(b), a.max(b)];
+            if too_long {
+                node.barrier(&pair, WAIT)?;
+            } else {
+                std::thread::sleep(Duration::from_millis(200));
+            }
             let stale = registry.register_buffer(
                 pattern(me, peer, round, b'S').to_vec(),
                 RegisterOptions::local(),
             )?;
-            let sent = self.node.scope(|s| {
-                let g = [Gather::of(&stale)?];
-                s.post_send(PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?))?
-                    .wait(WAIT)
-                    .map(drop)
-                    .map_err(NodeError::from)
-            });
-            if sent.is_err() {
-                self.counts.stale_sends_failed += 1;
+            for _ in 0..if too_long { 2 } else { 1 } {
+                let sent = node.scope(|s| {
+                    let g = [Gather::of(&stale)?];
+                    s.post_send(PeerSendWorkRequest::new(peer, SendWorkRequest::new(&g)?))?
+                        .wait(WAIT)
+                        .map(drop)
+                        .map_err(NodeError::from)
+                });
+                if sent.is_err() {
+                    self.counts.stale_sends_failed += 1;
+                }
             }
         }
-        self.node.reconnect(peer, WAIT)?;
+        node.reconnect(peer, WAIT)?;
         self.counts.reconnects += 1;
-        self.swap(round, peer)
+        self.swap(node, round, peer)
     }
 
     /// A checked message each way with `peer`.
-    fn swap(&mut self, round: u32, peer: usize) -> Result<(), NodeError> {
+    fn swap(&mut self, node: &mut Node, round: u32, peer: usize) -> Result<(), NodeError> {
         let me = self.me;
-        let registry = self.node.registry().clone();
+        let registry = node.registry().clone();
         let msg = registry.register_buffer(
             pattern(me, peer, round, b'F').to_vec(),
             RegisterOptions::local(),
         )?;
         let mut inbox = registry.alloc(SLOT, RegisterOptions::local())?;
         let pair = [me.min(peer), me.max(peer)];
-        let got = self.node.scope(|s| {
+        let got = node.scope(|s| {
             let r = s.post_receive(PeerReceiveWorkRequest::new(
                 peer,
                 ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
@@ -385,25 +410,25 @@ impl Rank {
         Ok(())
     }
 
-    fn subset(&mut self, mask: u64, count: u8) -> Result<(), NodeError> {
+    fn subset(&mut self, node: &mut Node, mask: u64, count: u8) -> Result<(), NodeError> {
         let members: Vec<usize> = (0..self.n).filter(|&p| mask >> p & 1 == 1).collect();
         if !members.contains(&self.me) {
             return Ok(());
         }
         for _ in 0..count {
-            self.node.barrier(&members, WAIT)?;
+            node.barrier(&members, WAIT)?;
             self.counts.barriers += 1;
         }
         Ok(())
     }
 
     /// Rank 1 connects to rank 0's listener; a checked message each way.
-    fn by_address(&mut self, round: u32) -> Result<(), NodeError> {
+    fn by_address(&mut self, node: &mut Node, round: u32) -> Result<(), NodeError> {
         let me = self.me;
         if me > 1 {
             return Ok(());
         }
-        let addr = self.listener_addr(round)?;
+        let addr = self.listener_addr(node, round)?;
         let mut ch = if me == 0 {
             let listener = self
                 .listener
@@ -417,7 +442,7 @@ impl Rank {
                 .map_err(|e| config(format!("round {round}: accept: {e}")))?
         } else {
             ferrovia::Connector::new()
-                .backend(self.node.backend())
+                .backend(node.backend())
                 .connect(addr, b"soak-client", WAIT)
                 .map_err(|e| config(format!("round {round}: connect to {addr}: {e}")))?
         };
@@ -442,14 +467,14 @@ impl Rank {
             eprintln!("round {round}: rank {me}: the message by address is wrong");
         }
         // Both done before either drops its side.
-        self.node.barrier(&[0, 1], WAIT)?;
+        node.barrier(&[0, 1], WAIT)?;
         drop(ch);
         Ok(())
     }
 
     /// Rank 0's listener address, sent to rank 1 in a message.
-    fn listener_addr(&mut self, round: u32) -> Result<SocketAddr, NodeError> {
-        let registry: MrRegistry = self.node.registry().clone();
+    fn listener_addr(&mut self, node: &mut Node, round: u32) -> Result<SocketAddr, NodeError> {
+        let registry: MrRegistry = node.registry().clone();
         if self.me == 0 {
             let addr = self
                 .listener
@@ -459,7 +484,7 @@ impl Rank {
             let mut text = addr.to_string().into_bytes();
             text.resize(SLOT, b' ');
             let m = registry.register_buffer(text, RegisterOptions::local())?;
-            self.node.scope(|s| {
+            node.scope(|s| {
                 let g = [Gather::of(&m)?];
                 s.post_send(PeerSendWorkRequest::new(1, SendWorkRequest::new(&g)?))?
                     .wait(WAIT)?;
@@ -468,7 +493,7 @@ impl Rank {
             return Ok(addr);
         }
         let mut buf = registry.alloc(SLOT, RegisterOptions::local())?;
-        let got = self.node.scope(|s| {
+        let got = node.scope(|s| {
             let d = s
                 .post_receive(PeerReceiveWorkRequest::new(
                     0,
@@ -483,9 +508,88 @@ impl Rank {
             .map_err(|e| config(format!("round {round}: rank 0's listener address: {e}")))
     }
 
-    /// Async operations between ring neighbours, some futures dropped.
-    fn asynchronous(&mut self, round: u32, ops: u8) -> Result<(), NodeError> {
-        let _ = (round, ops, Backend::Ucx);
-        Ok(())
+    /// Async operations around the ring: `ops` messages to the right
+    /// neighbour, every other send future dropped as soon as it is made
+    /// (posted, its buffer kept by the engine), every message from the left
+    /// one awaited and checked; then the engine is shut down and the node
+    /// comes back, with every dropped future's buffer returned.
+    fn asynchronous(&mut self, node: Node, round: u32, ops: u8) -> Result<Node, NodeError> {
+        let (me, n) = (self.me, self.n);
+        if n < 2 {
+            return Ok(node);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| config(format!("a runtime: {e}")))?;
+        let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+        let all = self.all.clone();
+        let counts = &mut self.counts;
+        runtime.block_on(async move {
+            let an = AsyncNode::new(node).map_err(|e| config(format!("async: {e}")))?;
+            let registry = an.registry().clone();
+            let mut receives = Vec::with_capacity(usize::from(ops));
+            for _ in 0..ops {
+                receives.push(an.receive(left, registry.alloc(SLOT, RegisterOptions::local())?));
+            }
+            // Every rank's receives are posted before anyone sends.
+            an.barrier(&all, WAIT)
+                .await
+                .map_err(|e| config(format!("round {round}: async barrier: {e}")))?;
+            let mut sends = Vec::new();
+            let mut dropped = 0;
+            for i in 0..ops {
+                let msg = registry.register_buffer(
+                    pattern(me, right, round, i).to_vec(),
+                    RegisterOptions::local(),
+                )?;
+                let op = an.send(right, msg);
+                if i % 2 == 1 {
+                    drop(op);
+                    dropped += 1;
+                } else {
+                    sends.push(op);
+                }
+            }
+            for op in sends {
+                tokio::time::timeout(WAIT, op)
+                    .await
+                    .map_err(|_| config(format!("round {round}: an async send hung")))?
+                    .map_err(|e| config(format!("round {round}: async send: {}", e.error)))?;
+            }
+            for (i, op) in receives.into_iter().enumerate() {
+                let got = tokio::time::timeout(WAIT, op)
+                    .await
+                    .map_err(|_| config(format!("round {round}: an async receive hung")))?
+                    .map_err(|e| config(format!("round {round}: async receive: {}", e.error)))?;
+                counts.messages += 1;
+                if got.received() != pattern(left, me, round, i as u8) {
+                    counts.wrong += 1;
+                    eprintln!("round {round}: rank {me}: async message {i} from {left} is wrong");
+                }
+            }
+            counts.async_ops += 2 * u64::from(ops);
+            counts.async_dropped += dropped;
+            // The dropped sends completed too: their buffers come back.
+            let start = Instant::now();
+            let mut returned = 0;
+            while returned < dropped && start.elapsed() < WAIT {
+                returned += an.take_returned().len() as u64;
+                if returned < dropped {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            if returned != dropped {
+                counts.wrong += 1;
+                eprintln!(
+                    "round {round}: rank {me}: {returned} of {dropped} dropped buffers came back"
+                );
+            }
+            an.shutdown()
+                .await
+                .map_err(|e| config(format!("round {round}: async shutdown: {e}")))?;
+            an.into_inner()
+                .map_err(|_| config(format!("round {round}: the node did not come back")))
+        })
     }
 }
