@@ -11,6 +11,7 @@ use ferrovia_types::{CompletionError, Sge, WcStatus};
 
 use crate::op::Completion;
 use crate::owned_slots::OwnedSlots;
+use crate::pieces::PieceError;
 use crate::request::MAX_ELEMENTS;
 use crate::ring::SendRing;
 
@@ -67,6 +68,9 @@ pub(crate) struct Meta {
     pub(crate) nbufs: u8,
     /// The engine holds the request's buffer (`crate::owned`).
     pub(crate) owned: bool,
+    /// A piece (`crate::pieces`): its error goes to the piece errors,
+    /// with its tag, rather than to the unobserved ones.
+    pub(crate) piece: bool,
 }
 
 /// Where a handle's completion lands when it is taken: the completion,
@@ -116,7 +120,18 @@ pub(crate) struct Slots {
     pub(crate) dropped_unpolled: usize,
     /// Buffers and wakers of owned requests (`crate::owned`).
     pub(crate) owned: OwnedSlots,
+    /// Per slot: the tag of the piece in it (`crate::pieces`); allocated
+    /// on the first post of pieces.
+    pub(crate) tags: Vec<u32>,
+    /// Errors of pieces before the last of their run, oldest first, at
+    /// most [`PIECE_ERRORS_KEPT`].
+    pub(crate) piece_errors: Vec<PieceError>,
+    /// Piece errors dropped past that bound.
+    pub(crate) piece_errors_dropped: u64,
 }
+
+/// Piece errors kept until taken.
+pub(crate) const PIECE_ERRORS_KEPT: usize = 1024;
 
 pub(crate) fn wr_id(index: u32, epoch: u32) -> u64 {
     (u64::from(epoch) << 32) | u64::from(index)
@@ -145,6 +160,7 @@ impl Slots {
             detached: false,
             nbufs: 0,
             owned: false,
+            piece: false,
         };
         Slots {
             meta: vec![free_meta; cap as usize],
@@ -158,6 +174,9 @@ impl Slots {
             unobserved: Vec::with_capacity(16),
             dropped_unpolled: 0,
             owned: OwnedSlots::default(),
+            tags: Vec::new(),
+            piece_errors: Vec::new(),
+            piece_errors_dropped: 0,
         }
     }
 
@@ -202,6 +221,7 @@ impl Slots {
         m.detached = detached;
         m.nbufs = bufs.len() as u8;
         m.owned = false;
+        m.piece = false;
         let epoch = m.epoch;
         if !bufs.is_empty() {
             self.bufs[index as usize][..bufs.len()].copy_from_slice(bufs);
@@ -356,9 +376,15 @@ impl Slots {
         }
         if m.detached {
             // An owned request given up on hands its buffer on with this
-            // completion (`release`); nobody else will see its error.
-            if c.status != WcStatus::SUCCESS && !m.owned {
-                self.unobserved.push(error_of(&c));
+            // completion (`release`); nobody else will see its error. A
+            // piece's error goes with its tag to whoever posted it.
+            if c.status != WcStatus::SUCCESS {
+                if m.piece {
+                    let tag = self.tags.get(index as usize).copied().unwrap_or(u32::MAX);
+                    self.piece_error(tag, error_of(&c));
+                } else if !m.owned {
+                    self.unobserved.push(error_of(&c));
+                }
             }
             self.done[index as usize] = c;
             self.release(index);
@@ -368,6 +394,30 @@ impl Slots {
             if m.owned {
                 self.owned.completed(index);
             }
+        }
+    }
+
+    /// Records a piece's error, within the bound.
+    #[cold]
+    fn piece_error(&mut self, tag: u32, error: CompletionError) {
+        if self.piece_errors.len() < PIECE_ERRORS_KEPT {
+            self.piece_errors.push(PieceError { tag, error });
+        } else {
+            self.piece_errors_dropped += 1;
+        }
+    }
+
+    /// The completion of the slot at `index` if it is done (for a piece's
+    /// ticket), releasing it.
+    pub(crate) fn take_done(&mut self, index: u32, epoch: u32) -> Option<Option<Completion>> {
+        match self.state(index, epoch)? {
+            State::Done => {
+                let c = self.done[index as usize];
+                self.release(index);
+                Some(Some(c))
+            }
+            State::Pending => Some(None),
+            State::Free => None,
         }
     }
 
@@ -396,6 +446,14 @@ impl Slots {
             }
             Some(State::Pending) => Look::Pending,
             Some(State::Free) | None => Look::Gone,
+        }
+    }
+
+    /// Frees the slot when it completes, as a dropped handle's, but without
+    /// counting it as unpolled (a piece's ticket given up on purpose).
+    pub(crate) fn detach_quietly(&mut self, index: u32, epoch: u32) {
+        if self.state(index, epoch) == Some(State::Pending) {
+            self.meta[index as usize].detached = true;
         }
     }
 

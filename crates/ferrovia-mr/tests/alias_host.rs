@@ -18,10 +18,16 @@ fn an_alias_has_its_own_keys_over_the_same_bytes() {
         MrRegistry::with_registrar(a.clone()),
     );
     let buf = rail0
-        .alloc(1 << 16, RegisterOptions::local().allow_remote_read().zero_based())
+        .alloc(
+            1 << 16,
+            RegisterOptions::local().allow_remote_read().zero_based(),
+        )
         .unwrap();
     let alias = rail1
-        .register_alias(&buf, RegisterOptions::local().allow_remote_read().zero_based())
+        .register_alias(
+            &buf,
+            RegisterOptions::local().allow_remote_read().zero_based(),
+        )
         .unwrap();
     assert_eq!((alias.addr(), alias.len()), (buf.addr(), buf.len()));
     assert_ne!(alias.lkey(), 0);
@@ -41,7 +47,10 @@ fn an_alias_has_its_own_keys_over_the_same_bytes() {
 #[test]
 fn shared_memory_with_an_alias_cannot_become_plain_memory() {
     let (f0, f1) = (FakeRegistrar::default(), FakeRegistrar::default());
-    let (rail0, rail1) = (MrRegistry::with_registrar(f0), MrRegistry::with_registrar(f1));
+    let (rail0, rail1) = (
+        MrRegistry::with_registrar(f0),
+        MrRegistry::with_registrar(f1),
+    );
     let inbox = rail0
         .alloc(64, RegisterOptions::local().allow_remote_write())
         .unwrap();
@@ -50,7 +59,11 @@ fn shared_memory_with_an_alias_cannot_become_plain_memory() {
         .unwrap();
     let inbox = match inbox.into_local(RegisterOptions::local()) {
         Err(e) => {
-            assert!(matches!(e.error(), MrError::StillShared { .. }), "{:?}", e.error());
+            assert!(
+                matches!(e.error(), MrError::StillShared { .. }),
+                "{:?}",
+                e.error()
+            );
             e.into_buffer()
         }
         Ok(_) => panic!("a peer could still write through the alias's key"),
