@@ -134,6 +134,11 @@ impl<'a> Pieces<'a> {
         self.by_peer.len()
     }
 
+    /// The registration the pieces use.
+    pub(crate) fn registration(&self) -> &Registration<'a> {
+        &self.reg
+    }
+
     /// The pieces `range` of `peer`, checked to lie under `lease`, with
     /// the rights `write` or read needs: what posting takes.
     pub(crate) fn run(
@@ -196,6 +201,9 @@ pub struct Lease<'env> {
     /// The device may write the bytes (reads): nobody else holds them.
     writable: bool,
     owned: Option<RegisteredBuffer>,
+    /// Other registrations of the owned bytes (aliases on other rails)
+    /// that owned runs need alive.
+    keys: Vec<Registration<'static>>,
     _borrow: PhantomData<&'env mut [u8]>,
 }
 
@@ -218,6 +226,7 @@ impl<'env> Lease<'env> {
             end: start + mem.len(),
             writable: true,
             owned: None,
+            keys: Vec::new(),
             _borrow: PhantomData,
         }
     }
@@ -232,6 +241,7 @@ impl<'env> Lease<'env> {
             end: start + mem.len(),
             writable: false,
             owned: None,
+            keys: Vec::new(),
             _borrow: PhantomData,
         }
     }
@@ -247,14 +257,31 @@ impl Lease<'static> {
     /// pieces under it; every posted run holds the `Arc` until the device
     /// is done with it.
     pub fn owning(buf: RegisteredBuffer) -> Lease<'static> {
+        Self::owning_with(buf, Vec::new())
+    }
+
+    /// Owns `buf` and keeps `keys`, other registrations of its bytes
+    /// (aliases on other rails), alive with it: owned pieces may be posted
+    /// under it only on a registration it keeps alive (the buffer's own,
+    /// or one of `keys`), so no key is deregistered while its run is out.
+    pub fn owning_with(buf: RegisteredBuffer, keys: Vec<Registration<'static>>) -> Lease<'static> {
         let start = buf.addr();
         Lease {
             start,
             end: start + buf.len(),
             writable: true,
             owned: Some(buf),
+            keys,
             _borrow: PhantomData,
         }
+    }
+
+    /// Whether the lease keeps `reg` alive.
+    pub(crate) fn keeps(&self, reg: &Registration<'_>) -> bool {
+        self.owned
+            .as_ref()
+            .is_some_and(|b| b.registration().is_same(reg))
+            || self.keys.iter().any(|k| k.is_same(reg))
     }
 
     /// The owned buffer back (`None` for a borrowing lease).

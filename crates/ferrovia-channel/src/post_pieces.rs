@@ -101,7 +101,8 @@ impl ChannelCore {
     }
 
     /// Posts pieces `range` of `peer` (of `pieces`) as writes or reads
-    /// whose local bytes the owned `lease` holds; the run's ticket. Nothing
+    /// whose local bytes the owned `lease` holds, with the pieces'
+    /// registration (so their keys outlive the run); the run's ticket. Nothing
     /// blocks but for queue room ([`ChannelCore::send_room`] says how
     /// much there is), and dropping or forgetting the ticket frees nothing
     /// the device may touch: the run holds the lease until it is done.
@@ -113,6 +114,12 @@ impl ChannelCore {
         kind: OpKind,
         lease: &Arc<Lease<'static>>,
     ) -> TransportResult<PieceTicket> {
+        if !lease.keeps(pieces.registration()) {
+            return Err(TransportError::Config(
+                "owned pieces need a lease that keeps their registration alive (Lease::owning_with)"
+                    .into(),
+            ));
+        }
         let run = pieces.run(peer, range, one_sided(kind)?, lease)?;
         self.post_run(peer, kind, run, Some(lease))
     }
@@ -180,8 +187,9 @@ fn one_sided(kind: OpKind) -> TransportResult<bool> {
 }
 
 impl<'env, C: ScopeTarget> PollingScope<'_, 'env, C> {
-    /// Posts pieces `range` of `peer` (of `pieces`) as writes or reads of
-    /// the bytes `lease` borrows for the scope's `'env`; the run's ticket
+    /// Posts pieces `range` of `peer` (of `pieces`, borrowed for `'env` so
+    /// their keys outlive the run) as writes or reads of the bytes `lease`
+    /// borrows for the scope's `'env`; the run's ticket
     /// ([`ChannelCore::poll_piece`], through
     /// [`PollingScope::target`]'s core). The scope drains the run before
     /// it returns, like any of its requests; a ticket not taken by then is
@@ -189,7 +197,7 @@ impl<'env, C: ScopeTarget> PollingScope<'_, 'env, C> {
     /// slot earlier).
     pub fn post_pieces(
         &mut self,
-        pieces: &Pieces<'_>,
+        pieces: &'env Pieces<'_>,
         peer: usize,
         range: Range<usize>,
         kind: OpKind,

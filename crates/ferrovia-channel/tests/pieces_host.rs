@@ -180,6 +180,32 @@ fn an_owned_run_keeps_its_lease_whoever_gives_up_on_it() {
 }
 
 #[test]
+fn owned_pieces_need_a_lease_that_keeps_their_keys() {
+    let double = Double::new(1, 64, Mode::Instant);
+    let target = support::target(&double, cfg());
+    let core = target.core();
+    let (rail0, rail1) = (support::registry(), support::registry());
+    let buf = rail0.alloc(64 * 4, RegisterOptions::local()).unwrap();
+    let alias = rail1
+        .register_alias(&buf, RegisterOptions::local())
+        .unwrap();
+    let p = pieces(&alias, 1, 4, RemoteMemoryRegion::new(0, 256, 5).unwrap());
+    let without = Arc::new(Lease::owning(buf));
+    assert!(
+        core.post_pieces_owned(&p, 0, 0..4, OpKind::Write, &without)
+            .is_err()
+    );
+    let buf = Lease::try_unwrap(without).unwrap().unwrap();
+    let with = Arc::new(Lease::owning_with(buf, vec![alias.clone()]));
+    let t = core
+        .post_pieces_owned(&p, 0, 0..4, OpKind::Write, &with)
+        .unwrap();
+    core.progress().unwrap();
+    assert_eq!(core.poll_piece(t), PieceState::Done);
+    assert_eq!(double.posted.load(Relaxed), 4);
+}
+
+#[test]
 fn rails_are_one_transport_over_several() {
     let (r0, r1) = (
         Double::new(2, 64, Mode::Instant),

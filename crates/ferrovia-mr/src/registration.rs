@@ -29,6 +29,11 @@ impl Registration<'_> {
         }
     }
 
+    /// Whether `other` is a handle to this same registration.
+    pub fn is_same(&self, other: &Registration<'_>) -> bool {
+        Arc::ptr_eq(&self.seg, &other.seg)
+    }
+
     /// Registration id (unique within its registry).
     pub fn id(&self) -> usize {
         self.seg.id
