@@ -289,6 +289,21 @@ impl Lease<'static> {
         self.owned
     }
 
+    /// The owned buffer and the registrations kept with it
+    /// ([`Lease::owning_with`]); a borrowing lease comes back as it is.
+    #[allow(clippy::type_complexity)]
+    pub fn into_parts(mut self) -> Result<(RegisteredBuffer, Vec<Registration<'static>>), Lease<'static>> {
+        match self.owned.take() {
+            Some(b) => Ok((b, std::mem::take(&mut self.keys))),
+            None => Err(self),
+        }
+    }
+
+    /// Whether it owns its bytes.
+    pub fn owns(&self) -> bool {
+        self.owned.is_some()
+    }
+
     /// The owned buffer back, once nothing else holds the lease (no run
     /// posted under it is outstanding); else the `Arc` again.
     pub fn try_unwrap(

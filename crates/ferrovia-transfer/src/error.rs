@@ -1,0 +1,149 @@
+//! What can go wrong with a transfer, typed, naming the entry, the peer
+//! and the rail where there is one.
+
+use std::time::Duration;
+
+use ferrovia_channel::TransportError;
+use ferrovia_mr::MrError;
+use ferrovia_node::NodeError;
+use ferrovia_types::{AccessFlags, CompletionError};
+
+/// A transfer error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransferError {
+    /// An entry's local range is outside the segment.
+    #[error("entry {entry}: its local range {start}..{end} is outside the {len}-byte segment")]
+    LocalOutOfRange {
+        /// The entry's index in its list.
+        entry: usize,
+        /// Its local range.
+        start: usize,
+        /// Its end.
+        end: usize,
+        /// The segment's length.
+        len: usize,
+    },
+    /// An entry's remote range is outside the peer's segment.
+    #[error(
+        "entry {entry}: {len} bytes at {offset} are outside peer {peer}'s {size}-byte segment"
+    )]
+    RemoteOutOfRange {
+        /// The entry.
+        entry: usize,
+        /// Its peer.
+        peer: usize,
+        /// Where it starts in the peer's segment.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The peer's segment's length.
+        size: u64,
+    },
+    /// An entry names a peer the job does not have, or one whose segment
+    /// was not given.
+    #[error("entry {entry}: no peer {peer} (the job has {world} ranks, segments were given for {given})")]
+    UnknownPeer {
+        /// The entry.
+        entry: usize,
+        /// The peer it names.
+        peer: usize,
+        /// Ranks in the job.
+        world: usize,
+        /// Remote segments given.
+        given: usize,
+    },
+    /// An entry is empty.
+    #[error("entry {entry} is empty")]
+    EmptyEntry {
+        /// The entry.
+        entry: usize,
+    },
+    /// A list with no entry.
+    #[error("the descriptor list is empty")]
+    EmptyList,
+    /// The peer's segment does not grant what the operation needs.
+    #[error("entry {entry}: peer {peer}'s segment does not grant {right} (it grants {granted})")]
+    MissingRight {
+        /// The first entry that needs it.
+        entry: usize,
+        /// Its peer.
+        peer: usize,
+        /// The right: `REMOTE_WRITE` or `REMOTE_READ`.
+        right: &'static str,
+        /// What the segment grants.
+        granted: AccessFlags,
+    },
+    /// A read into bytes the program only lends (a shared lease): reads
+    /// need an exclusive or owned one.
+    #[error("a read needs the segment exclusively (an exclusive or owned lease)")]
+    ReadNeedsExclusive,
+    /// The peer's region refused the access: it was deregistered, or its
+    /// key is not (or no longer) valid.
+    #[error("entry {entry} (peer {peer}, rail {rail}): the peer's region refused the access (deregistered?): {error}")]
+    RemoteAccess {
+        /// The entry.
+        entry: usize,
+        /// Its peer.
+        peer: usize,
+        /// The rail it went over.
+        rail: usize,
+        /// The completion's error.
+        error: CompletionError,
+    },
+    /// A piece failed (not a lost rail: those are retried elsewhere).
+    #[error("entry {entry} (peer {peer}, rail {rail}) failed: {error}")]
+    Completion {
+        /// The entry.
+        entry: usize,
+        /// Its peer.
+        peer: usize,
+        /// The rail.
+        rail: usize,
+        /// The completion's error.
+        error: CompletionError,
+    },
+    /// Every rail to the peer failed: it died, or the network to it did.
+    #[error("peer {peer} is unreachable on every rail (entry {entry} unfinished; last: {last})")]
+    PeerUnreachable {
+        /// The peer.
+        peer: usize,
+        /// The first entry not done.
+        entry: usize,
+        /// The last rail's failure.
+        last: CompletionError,
+    },
+    /// The batch did not finish by its deadline (it may still: wait again).
+    #[error("the batch did not finish within {after:?}: {pending} of {total} runs pending")]
+    Timeout {
+        /// Runs not done.
+        pending: usize,
+        /// Runs in all.
+        total: usize,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// A notification longer than one carries.
+    #[error("a {len}-byte notification: at most {max} bytes")]
+    NotificationTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A prepared list submitted again before its last batch finished.
+    #[error("the prepared list's last batch has not finished")]
+    Busy,
+    /// A prepared list or segment used with an engine it was not made for.
+    #[error("{0}")]
+    Mismatch(String),
+    /// The channel below.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// Memory registration.
+    #[error(transparent)]
+    Memory(#[from] MrError),
+    /// The node (rails, exchanges, reconnects).
+    #[error(transparent)]
+    Node(#[from] NodeError),
+}

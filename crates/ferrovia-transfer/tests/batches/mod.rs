@@ -1,0 +1,327 @@
+//! The transfer layer's scenarios, run by `ucx_batches` (shared memory,
+//! UCX's default for a one-host job) and `ucx_tcp_batches` (tcp, with
+//! peer failure detection): two ranks as threads, each a `Node`, two
+//! rails each.
+#![allow(dead_code, unreachable_pub)]
+
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ferrovia_mr::{RegisterOptions, Shared};
+use ferrovia_node::Node;
+use ferrovia_transfer::{
+    DescriptorList, Op, RemoteSegment, Segment, TransferEngine, TransferError, target_options,
+};
+
+use crate::common::{T, job, pattern};
+
+pub const BLOCK: usize = 64 << 10;
+pub const BLOCKS: usize = 64;
+/// Untouched bytes before and after the blocks in a target segment.
+pub const MARGIN: usize = 4096;
+pub const CANARY: u8 = 0xEE;
+
+/// A rank's engine (two rails), its target segment (canaries in the
+/// margins) and every rank's target, exchanged.
+pub fn setup(node: &mut Node) -> (TransferEngine, Segment<Shared>, Vec<RemoteSegment>) {
+    let engine = TransferEngine::builder()
+        .same_rails(2)
+        .timeout(T)
+        .open(node)
+        .expect("engine");
+    let target = engine
+        .alloc(2 * MARGIN + BLOCKS * BLOCK, target_options())
+        .expect("target");
+    target
+        .buffer()
+        .write_from(0, &vec![CANARY; 2 * MARGIN + BLOCKS * BLOCK])
+        .unwrap();
+    let remotes = engine
+        .all_gather(node, &target.remote().unwrap(), T)
+        .expect("exchange");
+    (engine, target, remotes)
+}
+
+/// Entries: block `b` of the source to `peer`'s target at MARGIN + b × BLOCK.
+pub fn blocks_to(peer: usize) -> DescriptorList {
+    let mut l = DescriptorList::with_capacity(BLOCKS);
+    for b in 0..BLOCKS {
+        l.push(b * BLOCK..(b + 1) * BLOCK, peer, (MARGIN + b * BLOCK) as u64);
+    }
+    l
+}
+
+/// Whether `target` holds `from`'s blocks, margins untouched.
+pub fn check_target(target: &Segment<Shared>, from: usize) {
+    let all = target.buffer().to_vec();
+    assert!(all[..MARGIN].iter().all(|&b| b == CANARY), "a byte before the blocks changed");
+    assert!(
+        all[MARGIN + BLOCKS * BLOCK..].iter().all(|&b| b == CANARY),
+        "a byte after the blocks changed"
+    );
+    for b in 0..BLOCKS {
+        let block = &all[MARGIN + b * BLOCK..MARGIN + (b + 1) * BLOCK];
+        for (i, &v) in block.iter().enumerate().step_by(97) {
+            assert_eq!(v, pattern(from, b, i), "block {b} byte {i}");
+        }
+    }
+}
+
+/// Two ranks; rank 0 writes its blocks into rank 1's target over both
+/// rails in a scope, with a notification; rank 1 waits for it and checks
+/// every block and the canaries; then rank 0 reads them back.
+pub fn write_read_and_notify_over_two_rails() {
+    let out = job(2, |rank, mut node| {
+        let (engine, target, remotes) = setup(&mut node);
+        if rank == 0 {
+            let mut src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            assert_eq!((prepared.entries(), prepared.slices()), (BLOCKS, BLOCKS));
+            let lease = src.lease_mut();
+            let report = engine
+                .scope(|s| s.submit(&prepared, &lease, Op::Write, Some(b"ready"))?.wait(T))
+                .unwrap();
+            drop(lease);
+            println!("write: {report:?}");
+            assert_eq!(report.bytes, (BLOCKS * BLOCK) as u64);
+            assert_eq!(report.notified, 1);
+            assert!(report.rails_lost.is_empty());
+            assert!(report.bytes_per_rail.iter().all(|&b| b > 0), "both rails carried some: {report:?}");
+            // Read them back into a zeroed segment.
+            let mut back = engine.alloc(BLOCKS * BLOCK, RegisterOptions::local()).unwrap();
+            let reads = engine.prepare(&back, &blocks_to(1), &remotes).unwrap();
+            let lease = back.lease_mut();
+            engine
+                .scope(|s| s.submit(&reads, &lease, Op::Read, None)?.wait(T))
+                .unwrap();
+            drop(lease);
+            assert_eq!(back.bytes(), src.bytes(), "read back what was written");
+        } else {
+            let n = engine.wait_notification(T).unwrap();
+            assert_eq!((n.peer, &n.data[..]), (0, &b"ready"[..]));
+            check_target(&target, 0);
+        }
+        node.barrier(&[0, 1], T).unwrap();
+        rank
+    });
+    assert_eq!(out, [0, 1]);
+}
+
+/// A source segment of `rank`'s pattern.
+pub fn filled(engine: &TransferEngine, rank: usize) -> Segment {
+    let mut seg = engine
+        .alloc(BLOCKS * BLOCK, RegisterOptions::local())
+        .expect("source");
+    let bytes = seg.bytes_mut();
+    for b in 0..BLOCKS {
+        for i in 0..BLOCK {
+            bytes[b * BLOCK + i] = pattern(rank, b, i);
+        }
+    }
+    seg
+}
+
+/// Every bad input is a typed error before anything is posted.
+pub fn bad_input_is_typed() {
+    job(2, |rank, mut node| {
+        let (engine, _target, remotes) = setup(&mut node);
+        if rank == 0 {
+            let src = filled(&engine, 0);
+            let mut l = DescriptorList::new();
+            l.push(BLOCKS * BLOCK - 10..BLOCKS * BLOCK + 10, 1, 0);
+            assert!(matches!(
+                engine.prepare(&src, &l, &remotes),
+                Err(TransferError::LocalOutOfRange { entry: 0, .. })
+            ));
+            let mut l = DescriptorList::new();
+            l.push(0..10, 1, 0);
+            l.push(0..BLOCK, 1, (2 * MARGIN + BLOCKS * BLOCK) as u64 - 10);
+            assert!(matches!(
+                engine.prepare(&src, &l, &remotes),
+                Err(TransferError::RemoteOutOfRange { entry: 1, peer: 1, .. })
+            ));
+            let mut l = DescriptorList::new();
+            l.push(0..10, 7, 0);
+            assert!(matches!(
+                engine.prepare(&src, &l, &remotes),
+                Err(TransferError::UnknownPeer { entry: 0, peer: 7, .. })
+            ));
+            let mut l = DescriptorList::new();
+            l.push(5..5, 1, 0);
+            assert!(matches!(
+                engine.prepare(&src, &l, &remotes),
+                Err(TransferError::EmptyEntry { entry: 0 })
+            ));
+            assert!(matches!(
+                engine.prepare(&src, &DescriptorList::new(), &remotes),
+                Err(TransferError::EmptyList)
+            ));
+            // A peer's segment that grants no remote read: reads refused.
+            let write_only: Vec<RemoteSegment> = remotes
+                .iter()
+                .map(|r| {
+                    RemoteSegment::new(
+                        (0..r.rails())
+                            .map(|i| r.rail(i).unwrap().restrict(ferrovia_types::AccessFlags::REMOTE_WRITE))
+                            .collect(),
+                    )
+                    .unwrap()
+                })
+                .collect();
+            let prepared = engine.prepare(&src, &blocks_to(1), &write_only).unwrap();
+            let lease = src.lease();
+            engine
+                .scope(|s| {
+                    assert!(matches!(
+                        s.submit(&prepared, &lease, Op::Read, None),
+                        Err(TransferError::MissingRight { entry: 0, peer: 1, right: "REMOTE_READ", .. })
+                    ));
+                    assert!(matches!(
+                        s.submit(&prepared, &lease, Op::Write, Some(&[0; 65])),
+                        Err(TransferError::NotificationTooLong { len: 65, max: 64 })
+                    ));
+                    Ok(())
+                })
+                .unwrap();
+            // A read into bytes only lent shared.
+            let readable = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            engine
+                .scope(|s| {
+                    assert!(matches!(
+                        s.submit(&readable, &lease, Op::Read, None),
+                        Err(TransferError::ReadNeedsExclusive)
+                    ));
+                    Ok(())
+                })
+                .unwrap();
+        }
+        node.barrier(&[0, 1], T).unwrap();
+    });
+}
+
+/// Rank 1 deregisters its target after the exchange: rank 0's batch fails
+/// naming the first entry, and nothing lands.
+pub fn a_deregistered_region_fails_naming_the_entry() {
+    job(2, |rank, mut node| {
+        let (engine, target, remotes) = setup(&mut node);
+        if rank == 1 {
+            drop(target);
+        }
+        node.barrier(&[0, 1], T).unwrap();
+        if rank == 0 {
+            let mut src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.lease_mut();
+            let r = engine.scope(|s| s.submit(&prepared, &lease, Op::Write, None)?.wait(T));
+            println!("a write to a deregistered region: {r:?}");
+            assert!(
+                matches!(r, Err(TransferError::RemoteAccess { peer: 1, .. })),
+                "{r:?}"
+            );
+        }
+        node.barrier(&[0, 1], T).unwrap();
+    });
+}
+
+/// Owned batches: the runs hold the lease, so the segment comes back only
+/// once the device is done, whoever dropped the batch; the list comes
+/// back for another batch; the batch is a future too.
+pub fn owned_batches_hold_their_lease() {
+    job(2, |rank, mut node| {
+        let (engine, target, remotes) = setup(&mut node);
+        if rank == 0 {
+            let src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.into_lease();
+            let mut batch = engine.submit(prepared, &lease, Op::Write, Some(b"one")).unwrap();
+            let report = batch.wait(T).unwrap();
+            assert_eq!(report.notified, 1);
+            let prepared = batch.into_list().unwrap();
+            // Dropped at once: nothing is freed under the device; the
+            // lease comes back once its runs are done.
+            let batch = engine.submit(prepared, &lease, Op::Write, None).unwrap();
+            drop(batch);
+            let start = Instant::now();
+            let mut lease = lease;
+            let seg = loop {
+                match Segment::from_lease(lease) {
+                    Ok(seg) => break seg,
+                    Err(still) => {
+                        assert!(start.elapsed() < T, "the dropped batch's runs never ended");
+                        lease = still;
+                        engine.progress().unwrap();
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            };
+            // The future form, polled by hand.
+            let prepared = engine.prepare(&seg, &blocks_to(1), &remotes).unwrap();
+            let lease = seg.into_lease();
+            let mut batch = engine.submit(prepared, &lease, Op::Write, Some(b"two")).unwrap();
+            let mut cx = Context::from_waker(Waker::noop());
+            let report = loop {
+                if let Poll::Ready(r) = std::pin::Pin::new(&mut batch).poll(&mut cx) {
+                    break r.unwrap();
+                }
+            };
+            assert_eq!(report.notified, 1);
+        } else {
+            for want in [&b"one"[..], b"two"] {
+                let n = engine.wait_notification(T).unwrap();
+                assert_eq!(&n.data[..], want);
+            }
+            check_target(&target, 0);
+        }
+        node.barrier(&[0, 1], T).unwrap();
+    });
+}
+
+use std::future::Future;
+
+/// A rail broken mid-batch: its runs go over the other, the batch
+/// succeeds and names the lost connection; both ranks bring the rail back
+/// and the next batch uses both rails again.
+pub fn a_lost_rail_moves_its_runs_and_comes_back() {
+    job(2, |rank, mut node| {
+        let (mut engine, target, remotes) = setup(&mut node);
+        if rank == 0 {
+            let mut src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.lease_mut();
+            let report = engine
+                .scope(|s| {
+                    let mut b = s.submit(&prepared, &lease, Op::Write, Some(b"lost"))?;
+                    engine.break_rail(1, 1)?;
+                    b.wait(T)
+                })
+                .unwrap();
+            drop(lease);
+            println!("with rail 1 lost: {report:?}");
+            assert_eq!(report.rails_lost, [(1, 1)]);
+            assert!(!engine.rail_alive(1, 1));
+            assert_eq!(report.bytes, (BLOCKS * BLOCK) as u64);
+        } else {
+            let n = engine.wait_notification(T).unwrap();
+            assert_eq!(&n.data[..], b"lost");
+            check_target(&target, 0);
+        }
+        // Both bring rail 1 back.
+        let peer = 1 - rank;
+        engine.reconnect_rail(&mut node, 1, peer, T).unwrap();
+        assert!(engine.rail_alive(1, peer));
+        node.barrier(&[0, 1], T).unwrap();
+        if rank == 0 {
+            let mut src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.lease_mut();
+            let report = engine
+                .scope(|s| s.submit(&prepared, &lease, Op::Write, Some(b"back"))?.wait(T))
+                .unwrap();
+            assert!(report.bytes_per_rail[1] > 0, "rail 1 carries again: {report:?}");
+        } else {
+            let n = engine.wait_notification(T).unwrap();
+            assert_eq!(&n.data[..], b"back");
+        }
+        node.barrier(&[0, 1], T).unwrap();
+    });
+}
