@@ -5,6 +5,7 @@
 //! the exit statuses and the variables read (see `cli`).
 #![forbid(unsafe_code)]
 
+mod abandon;
 mod atomics;
 mod cli;
 mod dead_peer;
@@ -509,6 +510,7 @@ fn main() -> ExitCode {
         Command::BarrierAfterFailure { timeout_ms } => {
             barrier_after_failure(&mut node, ms(timeout_ms))
         }
+        Command::BarrierAbandon { timeout_ms } => abandon::run(&mut node, ms(timeout_ms)),
         Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
         Command::Atomics { adds, rounds } => atomics::run(&mut node, adds, rounds),
         Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
