@@ -4,6 +4,7 @@
 //! soft-RoCE device; UCX over tcp or shared memory on any host).
 #![allow(dead_code)]
 
+pub(crate) mod abandon;
 pub(crate) mod atomics;
 pub(crate) mod job;
 pub(crate) mod pool;
@@ -378,6 +379,12 @@ macro_rules! backend_suite {
         $(#[ignore = $why])?
         fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one() {
             suite::a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_rank_that_abandons_a_barrier_fails_the_others_fast() {
+            suite::abandon::a_rank_that_abandons_a_barrier_fails_the_others_fast($env);
         }
 
         #[test]
