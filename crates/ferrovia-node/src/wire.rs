@@ -14,10 +14,10 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// The bootstrap protocol version. 2: a rank shows the token (`Join`) and
 /// is welcomed before it sends what its peers need (`Blobs`). 3: each
 /// rank's blob names its control port, and the control path reconnects
-/// (`Knock`, `Link`). 4: the sync region a blob describes holds abandon
-/// reasons before the directory, so a rank of 3 would write into its
-/// peers' directories.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// (`Knock`, `Link`). 5: the sync region a blob describes holds abandon
+/// reasons before the directory, so a rank of an earlier version would
+/// write into its peers' directories.
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -187,11 +187,11 @@ mod tests {
         let buf = frame(&msg).unwrap();
         assert_eq!(read_msg(&mut &buf[..], MAX_BODY).unwrap(), msg);
 
-        for old in [1, 3] {
+        for old in [1, 3, 4] {
             let v = frame_of(old, &Msg::Ready).unwrap();
             assert!(matches!(
                 read_msg(&mut &v[..], MAX_BODY),
-                Err(BootstrapError::VersionMismatch { ours: 4, theirs }) if theirs == old
+                Err(BootstrapError::VersionMismatch { ours: 5, theirs }) if theirs == old
             ));
         }
 

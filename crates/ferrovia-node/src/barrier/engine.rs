@@ -192,7 +192,7 @@ impl Run {
         {
             self.over = true;
             if let Err(e) = r {
-                let (origin, cause) = abandon::blame(st.me, e);
+                let (origin, cause) = abandon::blame(st.me, e, |p| f.is_broken(p));
                 self.abandon(st, f, origin, cause);
             }
         }

@@ -12,7 +12,8 @@ const TIMEOUT_MS: u64 = 10_000;
 /// `[0, 1, 2]` with a 10 s timeout. Rank 2 fails it at once; rank 1 hears
 /// that it gave up (and why) and fails within a fraction of the timeout,
 /// and so does rank 0, which rank 2 cannot reach (rank 1 passes it on).
-/// The pairs `[0, 1]` and `[1, 2]` then pass barriers.
+/// The pairs `[0, 1]` and `[1, 2]` then pass barriers. Before ranks told
+/// each other, ranks 0 and 1 waited out the timeout and the query window.
 pub(crate) fn a_rank_that_abandons_a_barrier_fails_the_others_fast(b: BackendEnv) {
     let job = Job::new(3, b);
     let ms = TIMEOUT_MS.to_string();
@@ -63,13 +64,15 @@ pub(crate) fn a_rank_that_abandons_a_barrier_fails_the_others_fast(b: BackendEnv
         lines[2]
     );
     assert_eq!(named_ranks(&lines[2]), [0], "{}", lines[2]);
+    // Rank 1 hears it from rank 2, or from rank 0 where rank 2's flush
+    // broke rank 0's side too (then rank 0 gave up on rank 2 first).
     assert!(
-        lines[1].contains("rank 2 abandoned it (its connection to rank 0 is broken)"),
+        lines[1].contains("rank 2 abandoned it (its connection to rank 0 is broken)")
+            || lines[1].contains("rank 0 abandoned it (its connection to rank 2 is broken)"),
         "{}",
         lines[1]
     );
-    // Rank 0 hears it from rank 1, or (where its transport sees rank 2's
-    // endpoint close) finds rank 2 gone itself.
+    // Rank 0 hears it from rank 1, or finds rank 2 gone itself.
     assert!(
         lines[0].contains("rank 2 abandoned it") || named_ranks(&lines[0]) == [2],
         "{}",

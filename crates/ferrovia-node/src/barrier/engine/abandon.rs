@@ -7,8 +7,15 @@ use crate::barrier::word;
 use crate::error::{AbandonCause, BarrierError};
 
 /// Who gave up first on a barrier this rank failed with `e`, and why: the
-/// rank whose abandon it heard passes on, else this rank (`me`) did.
-pub(super) fn blame(me: usize, e: &BarrierError) -> (usize, AbandonCause) {
+/// rank whose abandon it heard passes on, else this rank (`me`) did. Of
+/// the ranks a timeout names, one whose connection is broken now (it did
+/// not answer and was given up on) is blamed before one that answered it
+/// had not arrived yet: the reason has room for one.
+pub(super) fn blame(
+    me: usize,
+    e: &BarrierError,
+    broken: impl Fn(usize) -> bool,
+) -> (usize, AbandonCause) {
     match e {
         BarrierError::Abandoned { rank, because, .. } => (*rank, *because),
         BarrierError::Unreachable { missing, .. } => (
@@ -20,7 +27,9 @@ pub(super) fn blame(me: usize, e: &BarrierError) -> (usize, AbandonCause) {
         BarrierError::Timeout { missing, .. } => (
             me,
             missing
-                .first()
+                .iter()
+                .find(|&&p| broken(p))
+                .or(missing.first())
                 .map_or(AbandonCause::Other, |&p| AbandonCause::Missing(p)),
         ),
         _ => (me, AbandonCause::Other),
