@@ -225,9 +225,47 @@ pub enum BarrierError {
         /// How long the barrier took.
         after: Duration,
     },
+    /// A listed rank gave up on this barrier and said so: `rank` failed
+    /// it, and its abandon signal (or that of a rank that failed because
+    /// of it, passing the word on) reached this rank. Nothing else can
+    /// complete the barrier, so this rank fails without waiting out its
+    /// timeout.
+    #[error("barrier failed after {after:?}: rank {rank} abandoned it{because}")]
+    Abandoned {
+        /// The rank that gave up first, as far as this rank heard.
+        rank: usize,
+        /// Why it gave up, as far as it said.
+        because: AbandonCause,
+        /// How long the barrier took.
+        after: Duration,
+    },
     /// Posting or completing a barrier write failed.
     #[error("barrier transport failure: {0}")]
     Transport(#[from] TransportError),
+}
+
+/// Why a rank abandoned a barrier, as it told its peers
+/// ([`BarrierError::Abandoned`]). Displays as a parenthesis to append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AbandonCause {
+    /// Its connection to this rank was already broken when it entered.
+    Unreachable(usize),
+    /// This rank did not arrive: it timed out and named it.
+    Missing(usize),
+    /// Something else (a mismatch, an incomplete exchange, a transport
+    /// failure, a cancelled async barrier), or it did not say.
+    Other,
+}
+
+impl std::fmt::Display for AbandonCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AbandonCause::Unreachable(p) => write!(f, " (its connection to rank {p} is broken)"),
+            AbandonCause::Missing(p) => write!(f, " (rank {p} did not arrive)"),
+            AbandonCause::Other => Ok(()),
+        }
+    }
 }
 
 /// Everything that can go wrong building or using a `Node`.

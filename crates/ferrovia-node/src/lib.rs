@@ -21,7 +21,8 @@
 //! its barrier by identity (it returns only once every listed rank entered
 //! that same barrier); dissemination by default, centralized and binary
 //! tree selectable; any sorted subset of ranks; a timeout names the ranks
-//! that did not arrive.
+//! that did not arrive, and a rank that fails a barrier tells the others,
+//! so they fail at once naming it.
 #![forbid(unsafe_code)]
 
 mod address;
@@ -45,7 +46,7 @@ pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
-pub use error::{BarrierError, BootstrapError, NodeError};
+pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError};
 pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};

@@ -559,7 +559,10 @@ pub trait NodeScope {
     /// Waits until every rank in `peers` (sorted, containing this rank)
     /// entered this same barrier, or fails: after `timeout` (plus a 0.5 s
     /// query window) naming the ranks that did not arrive, or at once when
-    /// a listed rank's connection is broken. Collective: ranks must call
+    /// a listed rank's connection is broken or a listed rank said it gave
+    /// up on this barrier ([`BarrierError::Abandoned`]: a rank that fails
+    /// a barrier tells the listed ranks it can still reach, which pass it
+    /// on). Collective: ranks must call
     /// the barriers that list both of them in the same order (see the
     /// `barrier` module docs), failed ones included.
     fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), BarrierError>;

@@ -15,8 +15,10 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// is welcomed before it sends what its peers need (`Blobs`). 3: each
 /// rank's blob names its control port, and the control path reconnects
 /// (`Knock`, `Link`). 4: a knock names the generation of the connection it
-/// replaces, and a mismatch is answered as such (`Mismatch`).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// replaces, and a mismatch is answered as such (`Mismatch`). 5: the sync
+/// region a blob describes holds abandon reasons before the directory, so
+/// a rank of an earlier version would write into its peers' directories.
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -196,14 +198,13 @@ mod tests {
         let buf = frame(&msg).unwrap();
         assert_eq!(read_msg(&mut &buf[..], MAX_BODY).unwrap(), msg);
 
-        let v1 = frame_of(1, &Msg::Ready).unwrap();
-        assert!(matches!(
-            read_msg(&mut &v1[..], MAX_BODY),
-            Err(BootstrapError::VersionMismatch {
-                ours: PROTOCOL_VERSION,
-                theirs: 1
-            })
-        ));
+        for old in [1, 3, 4] {
+            let v = frame_of(old, &Msg::Ready).unwrap();
+            assert!(matches!(
+                read_msg(&mut &v[..], MAX_BODY),
+                Err(BootstrapError::VersionMismatch { ours: PROTOCOL_VERSION, theirs }) if theirs == old
+            ));
+        }
 
         assert!(matches!(
             read_msg(&mut &b"GET / HTTP/1.1\r\n"[..], MAX_BODY),

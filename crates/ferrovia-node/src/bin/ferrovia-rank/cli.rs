@@ -61,6 +61,13 @@ pub(crate) enum Command {
         #[arg(default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Three ranks: rank 2 breaks its connection to rank 0 and fails
+    /// `[0, 1, 2]` at once; ranks 0 and 1 print how long they waited there.
+    BarrierAbandon {
+        /// Timeout of `[0, 1, 2]`, in milliseconds.
+        #[arg(default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Remote atomics on rank 0's memory: an exact counter, a ticket lock
     /// that loses no update, typed errors (issue 14).
     Atomics {
