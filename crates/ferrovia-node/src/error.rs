@@ -135,6 +135,25 @@ pub enum BootstrapError {
         /// The one the peer replaces.
         theirs: u32,
     },
+    /// A reconnect met a call of the peer's for another of the pair's
+    /// connections (`link`: 0 the node's own, a rail's id + 1): the two
+    /// ranks called reconnects in different orders. Neither pairs with it.
+    #[error(
+        "rank {peer} reconnects link {theirs} and this rank link {ours}: the two called their reconnects in different orders"
+    )]
+    ReconnectLinkMismatch {
+        /// The peer.
+        peer: usize,
+        /// The link this rank reconnects.
+        ours: u32,
+        /// The one the peer reconnects.
+        theirs: u32,
+    },
+    /// [`Node::reconnect_with`](crate::Node::reconnect_with) was asked
+    /// for link 0, the node's own connections: that is
+    /// [`Node::reconnect`](crate::Node::reconnect).
+    #[error("link 0 is the node's own connections: reconnect them with Node::reconnect")]
+    ReservedLink,
     /// The rendezvous refused this rank.
     #[error("the rendezvous refused rank {rank}: {reason}")]
     Rejected {
@@ -230,6 +249,14 @@ pub enum BarrierError {
     Transport(#[from] TransportError),
 }
 
+/// " (link N)" for a link other than the node's own.
+fn on_link(link: u32) -> String {
+    match link {
+        0 => String::new(),
+        l => format!(" (link {l})"),
+    }
+}
+
 /// Everything that can go wrong building or using a `Node`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -247,10 +274,14 @@ pub enum NodeError {
     #[error(transparent)]
     Memory(#[from] MrError),
     /// Replacing the connection to `peer` failed.
-    #[error("reconnecting to rank {peer} failed after {after:?}: {source}")]
+    #[error("reconnecting to rank {peer}{} failed after {after:?}: {source}", on_link(*link))]
     Reconnect {
         /// The rank on the other side.
         peer: usize,
+        /// Which of the pair's connections: 0 the node's own
+        /// ([`Node::reconnect`](crate::Node::reconnect)), else the one
+        /// [`Node::reconnect_with`](crate::Node::reconnect_with) named.
+        link: u32,
         /// How long it tried.
         after: Duration,
         /// What failed.

@@ -34,6 +34,7 @@ mod launcher;
 mod local_launch;
 mod logging;
 mod node;
+mod reconnect;
 mod rendezvous;
 mod sync_region;
 mod token;
