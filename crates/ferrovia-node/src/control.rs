@@ -2,7 +2,10 @@
 //! port of its own, published at the rendezvous, where a peer that wants
 //! to replace one of their connections
 //! ([`Node::reconnect`](crate::Node::reconnect),
-//! [`Node::reconnect_with`](crate::Node::reconnect_with)) finds it.
+//! [`Node::reconnect_with`](crate::Node::reconnect_with)) finds it. Rank
+//! 0's port also serves the exchange of a rail's links
+//! ([`Node::open_rail`](crate::Node::open_rail)): nobody knocks there, since
+//! the lower rank of a pair dials.
 //!
 //! Nothing runs in the background: a peer's connection waits in the
 //! kernel's backlog until this rank calls `reconnect` too. Of the lower
@@ -62,6 +65,14 @@ impl ControlPort {
 
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The listener again (the same socket), for rank 0's side of a rail's
+    /// exchange, which consumes what it serves on.
+    pub(crate) fn listener(&self) -> Result<TcpListener, BootstrapError> {
+        self.listener
+            .try_clone()
+            .map_err(|e| io("control port: share the listener", e))
     }
 }
 

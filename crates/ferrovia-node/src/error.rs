@@ -5,6 +5,8 @@ use std::time::Duration;
 use ferrovia_channel::TransportError;
 use ferrovia_mr::MrError;
 
+use crate::backend::Backend;
+
 /// Why finding the job's configuration or meeting the other ranks failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -249,6 +251,112 @@ pub enum BarrierError {
     Transport(#[from] TransportError),
 }
 
+/// Why a rail could not be opened ([`Node::open_rail`](crate::Node::open_rail)).
+/// Each names the rail (its id), and the rank or device at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RailError {
+    /// A rail's link is its id + 1 (0 is the node's own), so the largest
+    /// id has none.
+    #[error("rail id {id} is out of range (at most {})", u32::MAX - 1)]
+    InvalidId {
+        /// The id asked for.
+        id: u32,
+    },
+    /// [`RailSpec::Device`](crate::RailSpec::Device) on a backend without
+    /// devices to name (UCX picks its own: open a
+    /// [`RailSpec::Worker`](crate::RailSpec::Worker)).
+    #[error(
+        "rail {rail}: the {backend} backend has no devices to name (asked for {device:?}); open RailSpec::Worker or RailSpec::Same instead"
+    )]
+    NoDevices {
+        /// The rail.
+        rail: u32,
+        /// The node's backend.
+        backend: Backend,
+        /// The device asked for.
+        device: String,
+    },
+    /// [`RailSpec::Worker`](crate::RailSpec::Worker) on a backend without
+    /// UCX workers (verbs: name a device, or `RailSpec::Same`).
+    #[error(
+        "rail {rail}: the {backend} backend has no UCX workers; open RailSpec::Device or RailSpec::Same instead"
+    )]
+    NoWorkers {
+        /// The rail.
+        rail: u32,
+        /// The node's backend.
+        backend: Backend,
+    },
+    /// The RDMA device does not exist, or does not open.
+    #[error("rail {rail}: cannot open RDMA device {device:?}: {reason}")]
+    NoSuchDevice {
+        /// The rail.
+        rail: u32,
+        /// The device asked for.
+        device: String,
+        /// What libibverbs said (the devices present, when it is absent).
+        reason: String,
+    },
+    /// The RDMA device opened but none of its ports is active.
+    #[error("rail {rail}: RDMA device {device:?} has no active port: {reason}")]
+    NoActivePort {
+        /// The rail.
+        rail: u32,
+        /// The device.
+        device: String,
+        /// What the port query said.
+        reason: String,
+    },
+    /// Another rank could not open its side of the rail (it said why, in
+    /// the exchange, so this rank did not wait for it).
+    #[error("rail {rail}: rank {rank} could not open its side: {reason}")]
+    PeerFailed {
+        /// The rail.
+        rail: u32,
+        /// The rank that failed.
+        rank: usize,
+        /// Its error, as it said it (at most 200 bytes).
+        reason: String,
+    },
+    /// A rank's side of the rail runs another backend than this rank's.
+    #[error(
+        "rail {rail}: rank {rank} runs the {theirs} backend and this rank {ours}: set FERROVIA_BACKEND the same on every rank"
+    )]
+    BackendMismatch {
+        /// The rail.
+        rail: u32,
+        /// The other rank.
+        rank: usize,
+        /// This rank's backend.
+        ours: Backend,
+        /// The other rank's.
+        theirs: Backend,
+    },
+    /// A rank opened another rail at the same time: the ranks called
+    /// `open_rail` in different orders, or with different ids.
+    #[error(
+        "rank {rank} opened rail {theirs} while this rank opened rail {ours}: every rank must open the same rails in the same order"
+    )]
+    IdMismatch {
+        /// The other rank.
+        rank: usize,
+        /// The rail this rank opened.
+        ours: u32,
+        /// The one the other rank opened.
+        theirs: u32,
+    },
+    /// Opening this rank's side, trading the links or connecting failed.
+    #[error("rail {rail}: {source}")]
+    Failed {
+        /// The rail.
+        rail: u32,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
+}
+
 /// " (link N)" for a link other than the node's own.
 fn on_link(link: u32) -> String {
     match link {
@@ -273,6 +381,9 @@ pub enum NodeError {
     /// Registering memory.
     #[error(transparent)]
     Memory(#[from] MrError),
+    /// Opening a rail ([`Node::open_rail`](crate::Node::open_rail)).
+    #[error(transparent)]
+    Rail(#[from] RailError),
     /// Replacing the connection to `peer` failed.
     #[error("reconnecting to rank {peer}{} failed after {after:?}: {source}", on_link(*link))]
     Reconnect {

@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferrovia_channel::{
-    ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
-    PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled, WriteWorkRequest, run_scope,
+    ChannelBuilder, ChannelConfig, ChannelCore, Gather, MultiChannel, MultiPeer,
+    PeerWriteWorkRequest, PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled,
+    WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 #[cfg(feature = "verbs")]
@@ -62,6 +63,8 @@ pub struct Node {
     algorithm: BarrierAlgorithm,
     launcher: Option<Launcher>,
     pub(crate) renewer: Renewer,
+    /// The channel settings the node was built with, which its rails take.
+    pub(crate) channel: ChannelConfig,
     /// Control ports, the token, and every link's generations.
     pub(crate) control: ControlPath,
 }
@@ -227,6 +230,7 @@ impl NodeBuilder {
         // reach this rank, and all the network the transport may listen on.
         let control = ControlPort::bind(&cfg.addr)?;
         let (backend, channel) = backend::choose(explicit, self.channel)?;
+        let channel_cfg = channel.config().clone();
         let opened = Opened::open(backend, channel, n, control.addr().ip())?;
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
@@ -275,6 +279,7 @@ impl NodeBuilder {
             algorithm: self.algorithm,
             launcher: self.launcher,
             renewer,
+            channel: channel_cfg,
             control: ControlPath::new(cfg.token, control, controls),
         })
     }

@@ -53,6 +53,12 @@ impl ControlPath {
         })
     }
 
+    /// A new connection on `link` (a rail opened again): generation 0 with
+    /// every peer.
+    pub(crate) fn restart(&mut self, link: u32) {
+        self.generations.remove(&link);
+    }
+
     fn generations(&mut self, link: u32) -> &mut Vec<u32> {
         let n = self.ranks();
         self.generations.entry(link).or_insert_with(|| vec![0; n])
@@ -160,8 +166,8 @@ impl Node {
     }
 
     /// Replaces another connection of this rank's with `peer` than the
-    /// node's own, one the program keeps (a rail's above
-    /// all), with the same agreement [`Node::reconnect`] makes:
+    /// node's own, one the program keeps (a [`Rail`](crate::Rail)'s
+    /// above all), with the same agreement [`Node::reconnect`] makes:
     /// `renew` replaces this side and returns what the peer's renewed side
     /// needs; the two ranks trade those bytes over the control path (the
     /// lower rank dials, shows the job token and the connection's
@@ -185,13 +191,14 @@ impl Node {
     /// ```no_run
     /// use std::cell::RefCell;
     /// use std::time::Duration;
-    /// use ferrovia_channel::MultiChannel;
-    /// use ferrovia_node::{Node, NodeError};
+    /// use ferrovia_channel::{ChannelConfig, MultiChannel};
+    /// use ferrovia_node::{Node, NodeError, RailSpec};
     ///
     /// # fn main() -> Result<(), NodeError> {
-    /// # fn over_the_rails_transport() -> MultiChannel { unimplemented!() }
     /// let mut node = Node::from_env()?;
-    /// let mut channel = over_the_rails_transport();
+    /// let rail = node.open_rail(1, RailSpec::Same, Duration::from_secs(30))?;
+    /// let (transport, registry) = rail.into_parts();
+    /// let mut channel = MultiChannel::over(transport, registry, ChannelConfig::default());
     /// // ... a drain deadline flushed the connection to rank 1 ...
     /// let ch = RefCell::new(&mut channel);
     /// node.reconnect_with(

@@ -18,7 +18,8 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// replaces, and a mismatch is answered as such (`Mismatch`). 5: a knock
 /// names the link it reconnects (0: the node's own connections; a rail's
 /// id + 1), and a knock for another link is answered as such
-/// (`OtherLink`).
+/// (`OtherLink`); rails trade their links through rank 0's control port
+/// in `Join`/`Blobs`/`Table` rounds.
 pub const PROTOCOL_VERSION: u16 = 5;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
