@@ -110,8 +110,8 @@ pub(crate) fn link_of(endpoint: &Endpoint) -> Result<Link, NodeError> {
     )?))
 }
 
-/// A UCX transport opened for a node of `n` ranks or one of its rails,
-/// not yet connected.
+/// A UCX transport opened for a node or one of its rails, not yet
+/// connected.
 #[cfg(feature = "ucx")]
 pub(crate) struct UcxOpened {
     pub(crate) transport: ferrovia_ucx::UcxTransport,

@@ -87,7 +87,8 @@ impl Side {
     }
 
     /// Connects to every rank (`links[j]` from rank `j`, of this side's
-    /// backend: the caller checked), rail `id` being the `me`th.
+    /// backend: the caller checked), this rank being the `me`th.
+    #[cfg_attr(not(feature = "ucx"), allow(unused_variables))]
     pub(super) fn connect(
         self,
         id: u32,
