@@ -8,6 +8,7 @@ pub(crate) mod abandon;
 pub(crate) mod atomics;
 pub(crate) mod job;
 pub(crate) mod pool;
+pub(crate) mod rails;
 pub(crate) mod reconnect;
 
 use std::io::{BufRead, BufReader};
@@ -427,6 +428,18 @@ macro_rules! backend_suite {
         $(#[ignore = $why])?
         fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it() {
             suite::reconnect::a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn two_rails_carry_data_and_one_reconnects_while_the_rest_works() {
+            suite::rails::two_rails_carry_data_and_one_reconnects_while_the_rest_works($env);
+        }
+
+        #[test]
+        $(#[ignore = $why])?
+        fn a_rail_on_a_missing_device_fails_every_rank_at_once_naming_it() {
+            suite::rails::a_rail_on_a_missing_device_fails_every_rank_at_once_naming_it($env);
         }
 
         #[test]

@@ -10,6 +10,7 @@ mod atomics;
 mod cli;
 mod dead_peer;
 mod pool;
+mod rails;
 mod reconnect;
 
 use std::process::ExitCode;
@@ -522,6 +523,16 @@ fn main() -> ExitCode {
         Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
         Command::PoolFlood { msgs, depth } => pool::flood(&mut node, depth as usize, msgs),
         Command::PoolTooLong => pool::too_long(&mut node),
+        Command::Rails {
+            fail_rank,
+            timeout_ms,
+        } => rails::run(
+            &mut node,
+            rails::Plan {
+                fail_rank,
+                timeout: ms(timeout_ms),
+            },
+        ),
         Command::Reconnect {
             dead,
             timeout_ms,
