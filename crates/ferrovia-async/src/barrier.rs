@@ -37,7 +37,8 @@ impl Async<Node> {
     /// fails naming the ranks that did not arrive (after `timeout` and a
     /// 0.5 s query window). It is entered (counted) when made; dropping
     /// it before it resolves leaves it failed, as far as the pair counts
-    /// go. Peers' signals are RDMA writes into this rank's memory, which
+    /// go, and tells the listed peers this rank abandoned it (they fail
+    /// at once, as when a rank fails a barrier). Peers' signals are RDMA writes into this rank's memory, which
     /// raise no event, so it re-polls at once for
     /// [`AsyncConfig::barrier_spin`](crate::AsyncConfig), then every
     /// millisecond.

@@ -102,12 +102,14 @@ impl MultiChannel {
         }
     }
 
-    /// Replaces the connection to `peer` through the transport (e.g. a new
-    /// UCX endpoint), for transports connected outside the channel; returns
-    /// what the peer's renewed side needs (hand it to its
+    /// Replaces the connection to `peer` through the transport
+    /// ([`Transport::renew`]: a new UCX endpoint, or a fresh verbs queue
+    /// pair whose endpoint the bytes encode), for any transport, those
+    /// connected outside the channel included; returns what the peer's
+    /// renewed side needs (hand it to its
     /// [`MultiChannel::connect_renewed`]). Posts to `peer` fail with
-    /// [`TransportError::Broken`] until then. Verbs channels use
-    /// [`MultiChannel::reconnect`] instead, which speaks in endpoints.
+    /// [`TransportError::Broken`] until then. A verbs channel may also use
+    /// [`MultiChannel::reconnect`], which speaks in endpoints.
     pub fn renew_transport(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
         let count = self.num_channels();
         if peer >= count {
@@ -192,12 +194,8 @@ impl MultiChannel {
             return Err(TransportError::SharedPoolFlushed);
         }
         let verbs = self.verbs_transport()?;
-        // Stop the old QP, whatever its state, so the peer's old side
-        // sees this end gone.
-        verbs.qp(peer)?.to_error()?;
         self.core.mark_broken(peer);
-        verbs.renew(peer)?;
-        verbs.endpoint(peer)
+        verbs.renew_qp(peer)
     }
 
     #[cfg(feature = "verbs")]

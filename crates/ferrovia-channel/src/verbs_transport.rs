@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferrovia_verbs::{
-    AsyncEvent, CompletionQueue, Context, Endpoint, ProtectionDomain, QpCaps, QueuePair, RecvWr,
-    SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
+    AsyncEvent, CompletionQueue, ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps,
+    QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::cm_watch::LinkWatch;
@@ -37,6 +37,15 @@ const POLL_BATCH: usize = 32;
 /// [`VerbsTransport::watch`]: the peer's disconnect then flushes its QP,
 /// so its pending work fails at once, naming its address
 /// ([`TransportError::Disconnected`]).
+///
+/// As a [`Transport`] it also renews a peer's connection
+/// ([`Transport::renew`]: a fresh QP, its [`Endpoint`] postcard-encoded;
+/// [`Transport::reconnect`]: the peer's, decoded and connected), so a
+/// [`MultiChannel::over`](crate::MultiChannel::over) this transport
+/// reconnects through
+/// [`MultiChannel::renew_transport`](crate::MultiChannel::renew_transport)
+/// and [`MultiChannel::connect_renewed`](crate::MultiChannel::connect_renewed)
+/// as one over UCX does.
 pub struct VerbsTransport {
     pub(crate) pd: ProtectionDomain,
     pub(crate) cq: CompletionQueue,
@@ -44,6 +53,8 @@ pub struct VerbsTransport {
     /// What every QP is built with (a renewed one too).
     caps: QpCaps,
     port: Option<u8>,
+    /// What every QP is connected with (a renewed one too).
+    connect: ConnectOptions,
     /// Whether the device runs remote atomics (`atomic_cap`).
     atomics: bool,
     /// The shared receive pool, when the channel has one.
@@ -60,6 +71,9 @@ struct SharedPool {
     peer_of_qpn: RwLock<Vec<(u32, u32)>>,
     /// Set when a limit event arrived since the last check.
     limit_hit: AtomicBool,
+    /// Set once `flush_shared` left receives in the SRQ that no QP may
+    /// take: a renewed QP attached to it would.
+    flushed: AtomicBool,
 }
 
 /// How long a flush of the pool waits for each QP's last-WQE event; a
@@ -111,6 +125,7 @@ impl VerbsTransport {
                 ctx: ctx.clone(),
                 peer_of_qpn: RwLock::new(peer_of_qpn),
                 limit_hit: AtomicBool::new(false),
+                flushed: AtomicBool::new(false),
             }
         });
         Ok(VerbsTransport {
@@ -119,6 +134,7 @@ impl VerbsTransport {
             qps: QpTable::new(qps),
             caps: cfg.caps,
             port: cfg.port,
+            connect: cfg.connect,
             atomics,
             shared,
             links: LinkWatch::new(peers),
@@ -149,15 +165,24 @@ impl VerbsTransport {
         }
     }
 
-    /// Replaces `peer`'s QP by a fresh one on the same CQ (and pool), to
-    /// be connected anew; the old one must be in the error state with
-    /// nothing outstanding (the caller's scope drained it).
-    pub(crate) fn renew(&self, peer: usize) -> TransportResult<()> {
+    /// Stops `peer`'s QP, whatever its state (so the peer's old side sees
+    /// this end gone), and replaces it by a fresh one on the same CQ (and
+    /// pool), not yet connected; returns its endpoint. The old one must
+    /// have nothing outstanding (the caller's scope drained it).
+    pub(crate) fn renew_qp(&self, peer: usize) -> TransportResult<Endpoint> {
         if self.links.has(peer) {
             return Err(TransportError::Config(format!(
                 "peer {peer} was connected by address: connect again instead of renewing"
             )));
         }
+        if self
+            .shared
+            .as_ref()
+            .is_some_and(|p| p.flushed.load(Ordering::Relaxed))
+        {
+            return Err(TransportError::SharedPoolFlushed);
+        }
+        self.qp(peer)?.to_error()?;
         let qp = new_qp(
             &self.pd,
             &self.cq,
@@ -181,8 +206,9 @@ impl VerbsTransport {
             map.push((qp.qp_num(), peer as u32));
             map.sort_unstable();
         }
+        let endpoint = qp.endpoint();
         self.qps.replace(peer, qp);
-        Ok(())
+        Ok(endpoint)
     }
 
     fn pool(&self) -> TransportResult<&SharedPool> {
@@ -200,8 +226,19 @@ impl VerbsTransport {
         }
     }
 
-    pub(crate) fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
+    /// What `peer` needs to connect its side to this one: the endpoint of
+    /// the current queue pair for it.
+    pub fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
         Ok(self.qp(peer)?.endpoint())
+    }
+
+    /// Connects the current queue pair for `peer` to the peer's `remote`
+    /// endpoint (INIT, RTR, RTS), with the connection options the
+    /// transport was built with. For a transport handed to
+    /// [`MultiChannel::over`](crate::MultiChannel::over), connect every
+    /// peer before that: the channel takes its peers as connected.
+    pub fn connect(&self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
+        Ok(self.qp(peer)?.connect(remote, &self.connect)?)
     }
 
     /// The current queue pair of `peer`.
@@ -414,6 +451,27 @@ unsafe impl Transport for VerbsTransport {
         Ok(self.qp(peer)?.to_error()?)
     }
 
+    /// A fresh queue pair for `peer`, the old one stopped (as
+    /// [`MultiChannel::renew`](crate::MultiChannel::renew) makes one); its
+    /// [`Endpoint`], postcard-encoded.
+    fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
+        let endpoint = self.renew_qp(peer)?;
+        postcard::to_allocvec(&endpoint)
+            .map_err(|e| TransportError::Config(format!("encoding peer {peer}'s endpoint: {e}")))
+    }
+
+    /// Decodes the peer's renewed endpoint and connects the new queue pair
+    /// to it.
+    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+        let remote: Endpoint = postcard::from_bytes(theirs).map_err(|e| {
+            TransportError::Config(format!(
+                "peer {peer}'s renewed link is not a verbs endpoint ({} bytes): {e}",
+                theirs.len()
+            ))
+        })?;
+        self.connect(peer, &remote)
+    }
+
     fn disconnected(&self, peer: usize) -> Option<std::net::SocketAddr> {
         if !self.links.has(peer) {
             return None;
@@ -480,6 +538,7 @@ unsafe impl Transport for VerbsTransport {
                 waiting.len()
             );
         }
+        pool.flushed.store(true, Ordering::Relaxed);
         Ok(SharedFlush::Silent)
     }
 

@@ -1,15 +1,18 @@
 //! Reconnecting a connection a drain deadline flushed: a fresh queue pair
-//! replaces it, while the other peers' connections keep running.
+//! replaces it, while the other peers' connections keep running; by
+//! endpoints, or through the transport seam (`renew_transport`).
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{WAIT, buf, pair_with, pattern, star_with};
 use ferrovia_channel::{
-    Gather, PeerReceiveWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, TransportError,
+    ChannelConfig, Gather, MultiChannel, PeerReceiveWorkRequest, PeerSendWorkRequest,
+    ReceiveWorkRequest, Scatter, ScopeError, SendWorkRequest, TransportError, VerbsTransport,
 };
-use ferrovia_mr::RegisterOptions;
+use ferrovia_mr::{MrRegistry, RegisterOptions};
 use ferrovia_verbs::ConnectOptions;
 
 const DRAIN: Duration = Duration::from_millis(200);
@@ -119,4 +122,84 @@ fn reconnecting_one_peer_leaves_the_others_running() {
         Ok::<_, TransportError>(())
     })
     .unwrap();
+}
+
+/// A message from `from` to `to` (peer 0 of each), checked.
+fn one_message(from: &mut MultiChannel, to: &mut MultiChannel, seed: u8) {
+    let msg = from
+        .registry()
+        .register_buffer(pattern(40, seed), RegisterOptions::local())
+        .unwrap();
+    let mut inbox = to
+        .registry()
+        .register_buffer(vec![0u8; 64], RegisterOptions::local())
+        .unwrap();
+    to.scope(|rx| {
+        let r = rx.post_receive(PeerReceiveWorkRequest::new(
+            0,
+            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+        ))?;
+        from.scope(|tx| {
+            let g = [Gather::of(&msg)?];
+            tx.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?
+                .wait(WAIT)
+                .map(drop)
+        })
+        .map_err(|e| TransportError::Config(e.to_string()))?;
+        assert_eq!(
+            r.wait(WAIT)?.into_received().unwrap(),
+            &pattern(40, seed)[..]
+        );
+        Ok::<_, TransportError>(())
+    })
+    .unwrap();
+}
+
+/// Two verbs transports connected by their public endpoints, each under
+/// `MultiChannel::over` (as a node's rails are): a flushed connection is
+/// renewed and reconnected through `Transport::renew` / `reconnect`, the
+/// endpoint travelling as bytes; bytes that are no endpoint are refused.
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn a_verbs_transport_reconnects_through_the_transport_seam() {
+    let pd = common::pd();
+    let cfg = ChannelConfig {
+        drain_deadline: DRAIN,
+        ..ChannelConfig::default()
+    };
+    let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
+    let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();
+    ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
+    tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
+    let mut a = MultiChannel::over(Arc::new(ta), MrRegistry::new(&pd), cfg.clone());
+    let mut b = MultiChannel::over(Arc::new(tb), MrRegistry::new(&pd), cfg);
+    one_message(&mut a, &mut b, 1);
+
+    // A receive nobody fills, past the drain deadline: a's side flushed.
+    let mut inbox = a
+        .registry()
+        .register_buffer(vec![0u8; 16], RegisterOptions::local())
+        .unwrap();
+    let r = a.scope(|s| {
+        drop(s.post_receive(PeerReceiveWorkRequest::new(
+            0,
+            ReceiveWorkRequest::new(Scatter::of(&mut inbox)?),
+        ))?);
+        Ok::<_, TransportError>(())
+    });
+    assert!(
+        r.as_ref().err().and_then(ScopeError::drain).is_some(),
+        "{r:?}"
+    );
+
+    let mine = a.renew_transport(0).unwrap();
+    let theirs = b.renew_transport(0).unwrap();
+    assert!(matches!(
+        a.connect_renewed(0, &[1]),
+        Err(TransportError::Config(_))
+    ));
+    a.connect_renewed(0, &theirs).unwrap();
+    b.connect_renewed(0, &mine).unwrap();
+    one_message(&mut a, &mut b, 2);
+    one_message(&mut b, &mut a, 3);
 }

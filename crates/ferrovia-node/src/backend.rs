@@ -67,7 +67,7 @@ impl FromStr for Backend {
 /// What one rank tells a peer so the peer can connect to it. Both
 /// variants exist in every build, so a rank built without a backend still
 /// reads a peer's link and says which backend that peer runs.
-#[derive(Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Link {
     /// The queue pair made for that peer (an `Endpoint`, postcard-encoded).
     Verbs(Vec<u8>),
@@ -76,12 +76,82 @@ pub(crate) enum Link {
 }
 
 impl Link {
-    fn backend(&self) -> Backend {
+    pub(crate) fn backend(&self) -> Backend {
         match self {
             Link::Verbs(_) => Backend::Verbs,
             Link::Ucx(_) => Backend::Ucx,
         }
     }
+
+    /// The first rank whose link is of another backend than `mine`, with
+    /// its backend.
+    pub(crate) fn first_other(links: &[Link], mine: Backend) -> Option<(usize, Backend)> {
+        links
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.backend() != mine)
+            .map(|(j, l)| (j, l.backend()))
+    }
+}
+
+/// Rank `rank`'s verbs endpoint, from its link's bytes.
+#[cfg(feature = "verbs")]
+pub(crate) fn endpoint_of(rank: usize, bytes: &[u8]) -> Result<Endpoint, NodeError> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        BootstrapError::Protocol(format!("rank {rank} sent a bad endpoint: {e}")).into()
+    })
+}
+
+/// A verbs endpoint as a link's bytes.
+#[cfg(feature = "verbs")]
+pub(crate) fn link_of(endpoint: &Endpoint) -> Result<Link, NodeError> {
+    Ok(Link::Verbs(postcard::to_allocvec(endpoint).map_err(
+        |e| BootstrapError::Protocol(format!("cannot encode an endpoint: {e}")),
+    )?))
+}
+
+/// A UCX transport opened for a node or one of its rails, not yet
+/// connected.
+#[cfg(feature = "ucx")]
+pub(crate) struct UcxOpened {
+    pub(crate) transport: ferrovia_ucx::UcxTransport,
+    pub(crate) registry: MrRegistry,
+    /// The transports in words: `shared memory: ...`, `UCX_TLS=...`.
+    pub(crate) detail: Option<String>,
+}
+
+/// Opens a UCX context and worker confined to where peers reach this rank
+/// (`reached_at`, see `ferrovia_ucx::Exposure`), with `cfg`'s depths and
+/// pool; peer failure detection is off where only shared memory runs
+/// (UCX 1.13's has none). The node and each of its UCX rails open one.
+#[cfg(feature = "ucx")]
+pub(crate) fn open_ucx(
+    cfg: &ferrovia_channel::ChannelConfig,
+    reached_at: std::net::IpAddr,
+) -> Result<UcxOpened, NodeError> {
+    let exposure = ferrovia_ucx::Exposure::for_address(reached_at);
+    let ctx = ferrovia_ucx::UcxContext::confined(exposure, &[])?;
+    let mut builder = ferrovia_ucx::UcxTransport::builder().shared_receives(cfg.shared_receives);
+    let detail = if exposure.shared_memory_only(&|k| std::env::var(k).ok()) {
+        // UCX 1.13's shared memory has no peer failure handling.
+        builder = builder.detect_peer_failure(false);
+        Some("shared memory: every rank on this host".to_owned())
+    } else {
+        std::env::var("UCX_TLS")
+            .ok()
+            .map(|tls| format!("UCX_TLS={tls}"))
+    };
+    #[cfg(feature = "verbs")]
+    {
+        builder = builder.depths(cfg.caps.max_send_wr, cfg.caps.max_recv_wr);
+    }
+    let transport = builder.start(&ctx)?;
+    let registry = MrRegistry::with_registrar(transport.registrar());
+    Ok(UcxOpened {
+        transport,
+        registry,
+        detail,
+    })
 }
 
 /// Picks the backend: `explicit`, else verbs when a device with an active
@@ -135,11 +205,8 @@ pub(crate) enum Opened {
     Verbs(MultiChannel),
     #[cfg(feature = "ucx")]
     Ucx {
-        transport: ferrovia_ucx::UcxTransport,
-        registry: MrRegistry,
+        opened: UcxOpened,
         channel: ChannelBuilder,
-        /// The transports in words.
-        tls: String,
     },
 }
 
@@ -161,35 +228,10 @@ impl Opened {
             #[cfg(not(feature = "verbs"))]
             Backend::Verbs => Err(not_built(backend)),
             #[cfg(feature = "ucx")]
-            Backend::Ucx => {
-                let exposure = ferrovia_ucx::Exposure::for_address(reached_at);
-                let ctx = ferrovia_ucx::UcxContext::confined(exposure, &[])?;
-                let mut builder = ferrovia_ucx::UcxTransport::builder()
-                    .shared_receives(channel.config().shared_receives);
-                let tls = if exposure.shared_memory_only(&|k| std::env::var(k).ok()) {
-                    // UCX 1.13's shared memory has no peer failure handling.
-                    builder = builder.detect_peer_failure(false);
-                    "ucx (shared memory: every rank on this host)".to_owned()
-                } else {
-                    match std::env::var("UCX_TLS") {
-                        Ok(tls) => format!("ucx (UCX_TLS={tls})"),
-                        Err(_) => "ucx".into(),
-                    }
-                };
-                #[cfg(feature = "verbs")]
-                {
-                    let caps = channel.config().caps;
-                    builder = builder.depths(caps.max_send_wr, caps.max_recv_wr);
-                }
-                let transport = builder.start(&ctx)?;
-                let registry = MrRegistry::with_registrar(transport.registrar());
-                Ok(Opened::Ucx {
-                    transport,
-                    registry,
-                    channel,
-                    tls,
-                })
-            }
+            Backend::Ucx => Ok(Opened::Ucx {
+                opened: open_ucx(channel.config(), reached_at)?,
+                channel,
+            }),
             #[cfg(not(feature = "ucx"))]
             Backend::Ucx => Err(not_built(backend)),
         }
@@ -200,7 +242,7 @@ impl Opened {
             #[cfg(feature = "verbs")]
             Opened::Verbs(m) => m.registry(),
             #[cfg(feature = "ucx")]
-            Opened::Ucx { registry, .. } => registry,
+            Opened::Ucx { opened, .. } => &opened.registry,
         }
     }
 
@@ -209,13 +251,9 @@ impl Opened {
     pub(crate) fn link(&self, peer: usize) -> Result<Link, NodeError> {
         match self {
             #[cfg(feature = "verbs")]
-            Opened::Verbs(m) => Ok(Link::Verbs(
-                postcard::to_allocvec(&m.endpoint(peer)?).map_err(|e| {
-                    BootstrapError::Protocol(format!("cannot encode an endpoint: {e}"))
-                })?,
-            )),
+            Opened::Verbs(m) => link_of(&m.endpoint(peer)?),
             #[cfg(feature = "ucx")]
-            Opened::Ucx { transport, .. } => Ok(Link::Ucx(transport.address().to_vec())),
+            Opened::Ucx { opened, .. } => Ok(Link::Ucx(opened.transport.address().to_vec())),
         }
     }
 
@@ -229,7 +267,10 @@ impl Opened {
                     .map_or_else(|| "?".into(), |pd| pd.context().name().to_owned())
             ),
             #[cfg(feature = "ucx")]
-            Opened::Ucx { tls, .. } => tls.clone(),
+            Opened::Ucx { opened, .. } => match &opened.detail {
+                Some(d) => format!("ucx ({d})"),
+                None => "ucx".into(),
+            },
         }
     }
 
@@ -245,11 +286,9 @@ impl Opened {
             #[cfg(feature = "ucx")]
             Opened::Ucx { .. } => Backend::Ucx,
         };
-        if let Some((j, l)) = links.iter().enumerate().find(|(_, l)| l.backend() != mine) {
+        if let Some((j, theirs)) = Link::first_other(&links, mine) {
             return Err(BootstrapError::Protocol(format!(
-                "rank {j} runs the {} backend and rank {rank} {}: set FERROVIA_BACKEND the same on every rank",
-                l.backend(),
-                mine
+                "rank {j} runs the {theirs} backend and rank {rank} {mine}: set FERROVIA_BACKEND the same on every rank"
             ))
             .into());
         }
@@ -258,9 +297,7 @@ impl Opened {
             Opened::Verbs(mut m) => {
                 for (j, l) in links.into_iter().enumerate() {
                     if let Link::Verbs(bytes) = l {
-                        let ep: Endpoint = postcard::from_bytes(&bytes).map_err(|e| {
-                            BootstrapError::Protocol(format!("rank {j} sent a bad endpoint: {e}"))
-                        })?;
+                        let ep = endpoint_of(j, &bytes)?;
                         m.connect(j, &ep).map_err(|e| BootstrapError::Connect {
                             rank,
                             peer: Some(j),
@@ -271,12 +308,12 @@ impl Opened {
                 Ok((m, Renewer::Verbs))
             }
             #[cfg(feature = "ucx")]
-            Opened::Ucx {
-                transport,
-                registry,
-                channel,
-                ..
-            } => {
+            Opened::Ucx { opened, channel } => {
+                let UcxOpened {
+                    transport,
+                    registry,
+                    ..
+                } = opened;
                 let addresses: Vec<Vec<u8>> = links
                     .into_iter()
                     .filter_map(|l| match l {

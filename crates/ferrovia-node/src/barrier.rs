@@ -22,10 +22,13 @@
 //! **Signals.** In a barrier, each ordered pair exchanges at most one
 //! signal, in every algorithm. `a`'s signal to `b` is the word
 //! `k << 24 | fingerprint`, `k` being `a`'s pair count with `b` and the
-//! fingerprint 24 bits of the rank list and algorithm
+//! fingerprint 23 bits of the rank list and algorithm
 //! ([`word`]). It goes into `a`'s slot `k % RING` at `b` (a ring of `RING`
 //! = 4 slots per sender, so a sender may run up to three barriers ahead
-//! of a receiver that has yet to read it).
+//! of a receiver that has yet to read it). A rank that leaves a barrier
+//! without passing it writes instead, into the same slot, the *abandon*
+//! word of the same count and fingerprint (the signal with a flag bit
+//! set), after a reason word in a slot of its own (see Failures).
 //!
 //! **Matching.** `b`, in the barrier of pair count `k` with `a`, accepts only
 //! the word equal to `a`'s signal for `k` with its own fingerprint: exact
@@ -35,9 +38,15 @@
 //! in posting order, so it will not come: the barrier fails at once,
 //! [`BarrierError::Incomplete`]), or the same count with another
 //! fingerprint (`a` called another barrier: [`BarrierError::Mismatch`]).
+//! `a`'s abandon word of exactly `k` and this fingerprint fails the
+//! barrier at once ([`BarrierError::Abandoned`]). An abandon never equals
+//! a signal, so it never makes a barrier pass, and only its own barrier
+//! takes it for one: to a later barrier of the pair it is an earlier
+//! one's word (wait); to a receiver still four barriers behind, a later
+//! barrier's word, exactly as `a`'s signal in its place would be.
 //! A lost or overwritten signal can make a barrier fail, never pass. The
-//! fingerprint only diagnoses a broken collective rule (24 bits: one such
-//! break in 2^24 goes unseen); the invariant below rests on the counts.
+//! fingerprint only diagnoses a broken collective rule (23 bits: one such
+//! break in 2^23 goes unseen); the invariant below rests on the counts.
 //!
 //! **Invariant.** A barrier returns `Ok` only if every listed rank entered
 //! that same barrier (and this rank's own signal writes have completed). Each accepted signal is from the sender's part in
@@ -46,10 +55,12 @@
 //! its sender learnt in this barrier's earlier rounds, never a later
 //! barrier's knowledge). Because counts move on entry, not on success, a
 //! failure leaves nothing to resynchronise: the next barrier of a pair
-//! has the next count on both sides whatever happened. The property
-//! tests (`properties`) check the invariant over random histories on a
-//! simulated fabric (`sim`) that delays and reorders writes, loses those
-//! to dead ranks, and kills ranks at random points.
+//! has the next count on both sides whatever happened (abandoning changes
+//! no count). The property tests (`properties`) check the invariant over
+//! random histories on a simulated fabric (`sim`) that delays and
+//! reorders writes, loses those to dead ranks, kills ranks at random
+//! points, and breaks connections on one side; and that an abandon fails
+//! its barrier quickly wherever it lands and no other barrier.
 //!
 //! # Failures
 //!
@@ -70,6 +81,19 @@
 //! arrived, the rank whose signal never came is named
 //! ([`BarrierError::Incomplete`]). A barrier returns within its timeout
 //! and the query window.
+//!
+//! A rank that fails a barrier, whatever the reason, or cancels it (an
+//! async barrier dropped), abandons it: it writes its abandon word to every
+//! listed peer whose connection it does not know broken, each after a
+//! reason (who gave up first, and why: a listed rank it found unreachable
+//! or that did not arrive). A rank in the barrier that finds a listed
+//! peer's abandon for it (in the slot it waits on, or in any listed peer's
+//! when it checks peers) fails at once, naming who gave up first and why,
+//! and abandons in turn, passing that on: so ranks the first cannot reach
+//! hear it through the others, instead of waiting out their timeout. A
+//! rank already querying finishes its query window. The reason only
+//! diagnoses: one overwritten by a later abandon's reason (it carries 16
+//! bits of the count) or not landed yet names the peer that told.
 
 use std::task::Poll;
 use std::thread;

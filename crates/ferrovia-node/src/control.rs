@@ -1,15 +1,22 @@
 //! The control path that outlives bootstrap: each rank listens on a TCP
 //! port of its own, published at the rendezvous, where a peer that wants
-//! to replace their connection ([`Node::reconnect`](crate::Node::reconnect))
-//! finds it.
+//! to replace one of their connections
+//! ([`Node::reconnect`](crate::Node::reconnect),
+//! [`Node::reconnect_with`](crate::Node::reconnect_with)) finds it. Rank
+//! 0's port also serves the exchange of a rail's links
+//! ([`Node::open_rail`](crate::Node::open_rail)): nobody knocks there, since
+//! the lower rank of a pair dials.
 //!
 //! Nothing runs in the background: a peer's connection waits in the
 //! kernel's backlog until this rank calls `reconnect` too. Of the lower
 //! rank and the higher, the lower dials and the higher answers:
 //!
-//! 1. dialer → `Knock { token, from, to }` (at most [`MAX_JOIN`] bytes);
+//! 1. dialer → `Knock { token, from, to, link, generation }` (at most
+//!    [`MAX_JOIN`] bytes);
 //! 2. answerer → `Welcome`, or a short `Reject` to a stranger (wrong
-//!    token, wrong ranks), whose connection is then dropped;
+//!    token, wrong ranks), whose connection is then dropped, or
+//!    `OtherLink` / `Mismatch` to the peer reconnecting another link or
+//!    another generation of it (both calls then fail);
 //! 3. dialer → `Link` (its renewed side, at most [`MAX_LINK`] bytes);
 //! 4. answerer connects its side to it, → `Link` (its own);
 //! 5. dialer connects, → `Ready`; answerer → `Go`.
@@ -59,6 +66,14 @@ impl ControlPort {
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// The listener again (the same socket), for rank 0's side of a rail's
+    /// exchange, which consumes what it serves on.
+    pub(crate) fn listener(&self) -> Result<TcpListener, BootstrapError> {
+        self.listener
+            .try_clone()
+            .map_err(|e| io("control port: share the listener", e))
+    }
 }
 
 /// The source address the routing table picks toward `rendezvous` (a UDP
@@ -97,8 +112,10 @@ pub(crate) struct Handshake<'a> {
     pub(crate) me: usize,
     pub(crate) peer: usize,
     pub(crate) deadline: Instant,
+    /// Which of the pair's connections (0: the node's own).
+    pub(crate) link: u32,
     /// The generation of the connection this call replaces (the count of
-    /// reconnects with the peer that succeeded).
+    /// reconnects of this link with the peer that succeeded).
     pub(crate) generation: u32,
 }
 
@@ -111,6 +128,14 @@ impl Handshake<'_> {
         BootstrapError::ReconnectMismatch {
             peer: self.peer,
             ours: self.generation,
+            theirs,
+        }
+    }
+
+    fn other_link(&self, theirs: u32) -> BootstrapError {
+        BootstrapError::ReconnectLinkMismatch {
+            peer: self.peer,
+            ours: self.link,
             theirs,
         }
     }
@@ -197,11 +222,13 @@ impl Handshake<'_> {
             token: self.token.to_owned(),
             from: self.me as u32,
             to: self.peer as u32,
+            link: self.link,
             generation: self.generation,
         };
         write_msg(&mut s, &knock).map_err(|e| failed(&e))?;
         match read_msg(&mut s, MAX_JOIN) {
             Ok(Msg::Welcome) => Ok(s),
+            Ok(Msg::OtherLink { link }) => Err(Knocked::Refused(self.other_link(link))),
             Ok(Msg::Mismatch { generation }) => Err(Knocked::Refused(self.mismatch(generation))),
             Ok(Msg::Reject { reason }) => Err(Knocked::Refused(BootstrapError::Rejected {
                 rank: self.me,
@@ -290,8 +317,15 @@ impl Handshake<'_> {
                 token,
                 from: f,
                 to,
+                link,
                 generation,
             }) if token == self.token && f as usize == self.peer && to as usize == self.me => {
+                // The link first: generations of different links are not
+                // comparable.
+                if link != self.link {
+                    let _ = write_msg(&mut s, &Msg::OtherLink { link: self.link });
+                    return Err(self.other_link(link).into());
+                }
                 if generation != self.generation {
                     let _ = write_msg(
                         &mut s,
@@ -336,27 +370,32 @@ fn unexpected(m: Msg, wanted: &str) -> BootstrapError {
 mod tests {
     use super::*;
 
-    fn handshake(me: usize, peer: usize, generation: u32) -> Handshake<'static> {
+    fn handshake(me: usize, peer: usize, link: u32, generation: u32) -> Handshake<'static> {
         Handshake {
             token: "t",
             me,
             peer,
             deadline: Instant::now() + Duration::from_secs(5),
+            link,
             generation,
         }
     }
 
-    /// Both sides of one reconnect, rank 0 dialing rank 1's port.
-    fn pair(dialer: u32, answerer: u32) -> (Result<(), NodeError>, Result<(), NodeError>) {
+    /// Both sides of one reconnect, rank 0 dialing rank 1's port: (link,
+    /// generation) of each.
+    fn pair(
+        dialer: (u32, u32),
+        answerer: (u32, u32),
+    ) -> (Result<(), NodeError>, Result<(), NodeError>) {
         let port = ControlPort::bind("127.0.0.1:1").unwrap();
         let at = port.addr();
         let answering = thread::spawn(move || {
-            handshake(1, 0, answerer).answer(&port, b"one".to_vec(), |theirs| {
+            handshake(1, 0, answerer.0, answerer.1).answer(&port, b"one".to_vec(), |theirs| {
                 assert_eq!(theirs, b"zero");
                 Ok(())
             })
         });
-        let dialed = handshake(0, 1, dialer).dial(at, b"zero".to_vec(), |theirs| {
+        let dialed = handshake(0, 1, dialer.0, dialer.1).dial(at, b"zero".to_vec(), |theirs| {
             assert_eq!(theirs, b"one");
             Ok(())
         });
@@ -365,14 +404,16 @@ mod tests {
 
     #[test]
     fn calls_replacing_the_same_generation_pair() {
-        let (d, a) = pair(3, 3);
+        let (d, a) = pair((0, 3), (0, 3));
         assert!(d.is_ok(), "{d:?}");
         assert!(a.is_ok(), "{a:?}");
+        let (d, a) = pair((4, 0), (4, 0));
+        assert!(d.is_ok() && a.is_ok(), "{d:?} {a:?}");
     }
 
     #[test]
     fn a_call_replacing_another_generation_fails_on_both_sides() {
-        let (d, a) = pair(1, 2);
+        let (d, a) = pair((0, 1), (0, 2));
         assert!(
             matches!(
                 d,
@@ -392,6 +433,67 @@ mod tests {
                     ours: 2,
                     theirs: 1
                 }))
+            ),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_knock_for_another_link_fails_on_both_sides() {
+        // Same generation, other link: the link is checked first, and
+        // neither side connects (the closures would see the wrong bytes).
+        let (d, a) = pair((2, 0), (1, 0));
+        assert!(
+            matches!(
+                d,
+                Err(NodeError::Bootstrap(
+                    BootstrapError::ReconnectLinkMismatch {
+                        peer: 1,
+                        ours: 2,
+                        theirs: 1
+                    }
+                ))
+            ),
+            "{d:?}"
+        );
+        assert!(
+            matches!(
+                a,
+                Err(NodeError::Bootstrap(
+                    BootstrapError::ReconnectLinkMismatch {
+                        peer: 0,
+                        ours: 1,
+                        theirs: 2
+                    }
+                ))
+            ),
+            "{a:?}"
+        );
+        // The node's own link against a rail's, generations differing too.
+        let (d, a) = pair((0, 5), (1, 0));
+        assert!(
+            matches!(
+                d,
+                Err(NodeError::Bootstrap(
+                    BootstrapError::ReconnectLinkMismatch {
+                        ours: 0,
+                        theirs: 1,
+                        ..
+                    }
+                ))
+            ),
+            "{d:?}"
+        );
+        assert!(
+            matches!(
+                a,
+                Err(NodeError::Bootstrap(
+                    BootstrapError::ReconnectLinkMismatch {
+                        ours: 1,
+                        theirs: 0,
+                        ..
+                    }
+                ))
             ),
             "{a:?}"
         );

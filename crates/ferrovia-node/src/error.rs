@@ -5,6 +5,8 @@ use std::time::Duration;
 use ferrovia_channel::TransportError;
 use ferrovia_mr::MrError;
 
+use crate::backend::Backend;
+
 /// Why finding the job's configuration or meeting the other ranks failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -135,6 +137,25 @@ pub enum BootstrapError {
         /// The one the peer replaces.
         theirs: u32,
     },
+    /// A reconnect met a call of the peer's for another of the pair's
+    /// connections (`link`: 0 the node's own, a rail's id + 1): the two
+    /// ranks called reconnects in different orders. Neither pairs with it.
+    #[error(
+        "rank {peer} reconnects link {theirs} and this rank link {ours}: the two called their reconnects in different orders"
+    )]
+    ReconnectLinkMismatch {
+        /// The peer.
+        peer: usize,
+        /// The link this rank reconnects.
+        ours: u32,
+        /// The one the peer reconnects.
+        theirs: u32,
+    },
+    /// [`Node::reconnect_with`](crate::Node::reconnect_with) was asked
+    /// for link 0, the node's own connections: that is
+    /// [`Node::reconnect`](crate::Node::reconnect).
+    #[error("link 0 is the node's own connections: reconnect them with Node::reconnect")]
+    ReservedLink,
     /// The rendezvous refused this rank.
     #[error("the rendezvous refused rank {rank}: {reason}")]
     Rejected {
@@ -225,9 +246,161 @@ pub enum BarrierError {
         /// How long the barrier took.
         after: Duration,
     },
+    /// A listed rank gave up on this barrier and said so: `rank` failed
+    /// it, and its abandon signal (or that of a rank that failed because
+    /// of it, passing the word on) reached this rank. Nothing else can
+    /// complete the barrier, so this rank fails without waiting out its
+    /// timeout.
+    #[error("barrier failed after {after:?}: rank {rank} abandoned it{because}")]
+    Abandoned {
+        /// The rank that gave up first, as far as this rank heard.
+        rank: usize,
+        /// Why it gave up, as far as it said.
+        because: AbandonCause,
+        /// How long the barrier took.
+        after: Duration,
+    },
     /// Posting or completing a barrier write failed.
     #[error("barrier transport failure: {0}")]
     Transport(#[from] TransportError),
+}
+
+/// Why a rank abandoned a barrier, as it told its peers
+/// ([`BarrierError::Abandoned`]). Displays as a parenthesis to append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AbandonCause {
+    /// Its connection to this rank was already broken when it entered.
+    Unreachable(usize),
+    /// This rank did not arrive: it timed out and named it.
+    Missing(usize),
+    /// Something else (a mismatch, an incomplete exchange, a transport
+    /// failure, a cancelled async barrier), or it did not say.
+    Other,
+}
+
+impl std::fmt::Display for AbandonCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AbandonCause::Unreachable(p) => write!(f, " (its connection to rank {p} is broken)"),
+            AbandonCause::Missing(p) => write!(f, " (rank {p} did not arrive)"),
+            AbandonCause::Other => Ok(()),
+        }
+    }
+}
+
+/// Why a rail could not be opened ([`Node::open_rail`](crate::Node::open_rail)).
+/// Each names the rail (its id), and the rank or device at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RailError {
+    /// A rail's link is its id + 1 (0 is the node's own), so the largest
+    /// id has none.
+    #[error("rail id {id} is out of range (at most {})", u32::MAX - 1)]
+    InvalidId {
+        /// The id asked for.
+        id: u32,
+    },
+    /// [`RailSpec::Device`](crate::RailSpec::Device) on a backend without
+    /// devices to name (UCX picks its own: open a
+    /// [`RailSpec::Worker`](crate::RailSpec::Worker)).
+    #[error(
+        "rail {rail}: the {backend} backend has no devices to name (asked for {device:?}); open RailSpec::Worker or RailSpec::Same instead"
+    )]
+    NoDevices {
+        /// The rail.
+        rail: u32,
+        /// The node's backend.
+        backend: Backend,
+        /// The device asked for.
+        device: String,
+    },
+    /// [`RailSpec::Worker`](crate::RailSpec::Worker) on a backend without
+    /// UCX workers (verbs: name a device, or `RailSpec::Same`).
+    #[error(
+        "rail {rail}: the {backend} backend has no UCX workers; open RailSpec::Device or RailSpec::Same instead"
+    )]
+    NoWorkers {
+        /// The rail.
+        rail: u32,
+        /// The node's backend.
+        backend: Backend,
+    },
+    /// The RDMA device does not exist, or does not open.
+    #[error("rail {rail}: cannot open RDMA device {device:?}: {reason}")]
+    NoSuchDevice {
+        /// The rail.
+        rail: u32,
+        /// The device asked for.
+        device: String,
+        /// What libibverbs said (the devices present, when it is absent).
+        reason: String,
+    },
+    /// The RDMA device opened but none of its ports is active.
+    #[error("rail {rail}: RDMA device {device:?} has no active port: {reason}")]
+    NoActivePort {
+        /// The rail.
+        rail: u32,
+        /// The device.
+        device: String,
+        /// What the port query said.
+        reason: String,
+    },
+    /// Another rank could not open its side of the rail (it said why, in
+    /// the exchange, so this rank did not wait for it).
+    #[error("rail {rail}: rank {rank} could not open its side: {reason}")]
+    PeerFailed {
+        /// The rail.
+        rail: u32,
+        /// The rank that failed.
+        rank: usize,
+        /// Its error, as it said it (at most 200 bytes).
+        reason: String,
+    },
+    /// A rank's side of the rail runs another backend than this rank's.
+    #[error(
+        "rail {rail}: rank {rank} runs the {theirs} backend and this rank {ours}: set FERROVIA_BACKEND the same on every rank"
+    )]
+    BackendMismatch {
+        /// The rail.
+        rail: u32,
+        /// The other rank.
+        rank: usize,
+        /// This rank's backend.
+        ours: Backend,
+        /// The other rank's.
+        theirs: Backend,
+    },
+    /// A rank opened another rail at the same time: the ranks called
+    /// `open_rail` in different orders, or with different ids.
+    #[error(
+        "rank {rank} opened rail {theirs} while this rank opened rail {ours}: every rank must open the same rails in the same order"
+    )]
+    IdMismatch {
+        /// The other rank.
+        rank: usize,
+        /// The rail this rank opened.
+        ours: u32,
+        /// The one the other rank opened.
+        theirs: u32,
+    },
+    /// Opening this rank's side, trading the links or connecting failed.
+    #[error("rail {rail}: {source}")]
+    Failed {
+        /// The rail.
+        rail: u32,
+        /// What failed.
+        #[source]
+        source: Box<NodeError>,
+    },
+}
+
+/// " (link N)" for a link other than the node's own.
+fn on_link(link: u32) -> String {
+    match link {
+        0 => String::new(),
+        l => format!(" (link {l})"),
+    }
 }
 
 /// Everything that can go wrong building or using a `Node`.
@@ -246,11 +419,18 @@ pub enum NodeError {
     /// Registering memory.
     #[error(transparent)]
     Memory(#[from] MrError),
+    /// Opening a rail ([`Node::open_rail`](crate::Node::open_rail)).
+    #[error(transparent)]
+    Rail(#[from] RailError),
     /// Replacing the connection to `peer` failed.
-    #[error("reconnecting to rank {peer} failed after {after:?}: {source}")]
+    #[error("reconnecting to rank {peer}{} failed after {after:?}: {source}", on_link(*link))]
     Reconnect {
         /// The rank on the other side.
         peer: usize,
+        /// Which of the pair's connections: 0 the node's own
+        /// ([`Node::reconnect`](crate::Node::reconnect)), else the one
+        /// [`Node::reconnect_with`](crate::Node::reconnect_with) named.
+        link: u32,
         /// How long it tried.
         after: Duration,
         /// What failed.

@@ -21,7 +21,13 @@
 //! its barrier by identity (it returns only once every listed rank entered
 //! that same barrier); dissemination by default, centralized and binary
 //! tree selectable; any sorted subset of ranks; a timeout names the ranks
-//! that did not arrive.
+//! that did not arrive, and a rank that fails a barrier tells the others,
+//! so they fail at once naming it.
+//!
+//! A node also opens [`Rail`]s for layers that spread transfers over
+//! several devices or UCX workers ([`Node::open_rail`]): more connections
+//! to every rank, each set on a backend of its own, whose connections are
+//! replaced through the node's control path ([`Node::reconnect_with`]).
 #![forbid(unsafe_code)]
 
 mod address;
@@ -34,6 +40,8 @@ mod launcher;
 mod local_launch;
 mod logging;
 mod node;
+mod rail;
+mod reconnect;
 mod rendezvous;
 mod sync_region;
 mod token;
@@ -45,10 +53,11 @@ pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
-pub use error::{BarrierError, BootstrapError, NodeError};
+pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
 pub use launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
+pub use rail::{Rail, RailSpec};
 
 /// How a rank learns who it is: the launchers' variables, read.
 pub mod launch {

@@ -2,11 +2,12 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrovia_channel::{
-    ChannelBuilder, ChannelCore, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
-    PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled, WriteWorkRequest, run_scope,
+    ChannelBuilder, ChannelConfig, ChannelCore, Gather, MultiChannel, MultiPeer,
+    PeerWriteWorkRequest, PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled,
+    WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 #[cfg(feature = "verbs")]
@@ -15,9 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, Backend, Link, Opened, Renewer};
 use crate::barrier::{self, BarrierAlgorithm, RankState};
-use crate::control::{ControlPort, Handshake};
+use crate::control::ControlPort;
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
+use crate::reconnect::ControlPath;
 use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
 use crate::token::{self, TokenSource};
@@ -49,26 +51,22 @@ struct PeerInfo {
 /// # }
 /// ```
 pub struct Node {
-    rank: usize,
-    world_size: usize,
-    backend: Backend,
+    pub(crate) rank: usize,
+    pub(crate) world_size: usize,
+    pub(crate) backend: Backend,
     description: String,
     // Dropped before `sync`: the transport stops before the memory peers
     // write into is freed.
-    multi: MultiChannel,
+    pub(crate) multi: MultiChannel,
     sync: SyncRegion,
     barrier: RefCell<RankState>,
     algorithm: BarrierAlgorithm,
     launcher: Option<Launcher>,
-    renewer: Renewer,
-    /// The job token, which a reconnecting peer shows.
-    token: String,
-    control: ControlPort,
-    /// Every rank's control port.
-    controls: Vec<SocketAddr>,
-    /// Per peer, the connection's generation: how many reconnects with it
-    /// succeeded (a reconnect names the one it replaces).
-    generations: Vec<u32>,
+    pub(crate) renewer: Renewer,
+    /// The channel settings the node was built with, which its rails take.
+    pub(crate) channel: ChannelConfig,
+    /// Control ports, the token, and every link's generations.
+    pub(crate) control: ControlPath,
 }
 
 /// Builds a [`Node`].
@@ -232,6 +230,7 @@ impl NodeBuilder {
         // reach this rank, and all the network the transport may listen on.
         let control = ControlPort::bind(&cfg.addr)?;
         let (backend, channel) = backend::choose(explicit, self.channel)?;
+        let channel_cfg = channel.config().clone();
         let opened = Opened::open(backend, channel, n, control.addr().ip())?;
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
@@ -280,10 +279,8 @@ impl NodeBuilder {
             algorithm: self.algorithm,
             launcher: self.launcher,
             renewer,
-            token: cfg.token,
-            control,
-            controls,
-            generations: vec![0; n],
+            channel: channel_cfg,
+            control: ControlPath::new(cfg.token, control, controls),
         })
     }
 }
@@ -364,75 +361,10 @@ impl Node {
         self.launcher
     }
 
-    /// Replaces the connection to `peer` with a fresh one (verbs: a new
-    /// queue pair; UCX: a new endpoint), for a connection a drain deadline
-    /// or an error completion left in the error state. `peer` must call
-    /// `reconnect` with this rank too, within `timeout`: the two agree over
-    /// a TCP control path each rank opened at bootstrap (the lower rank
-    /// dials the higher one's control port and shows the job token), trade
-    /// their renewed sides, and both are connected when either returns.
-    /// Other ranks are not disturbed. A peer that never comes (dead, or
-    /// not reconnecting) fails it within `timeout`, naming the peer.
-    pub fn reconnect(&mut self, peer: usize, timeout: Duration) -> Result<(), NodeError> {
-        let started = Instant::now();
-        let r = self.try_reconnect(peer, started + timeout);
-        r.map_err(|e| NodeError::Reconnect {
-            peer,
-            after: started.elapsed(),
-            source: Box::new(e),
-        })
-    }
-
-    fn try_reconnect(&mut self, peer: usize, deadline: Instant) -> Result<(), NodeError> {
-        if peer >= self.world_size {
-            return Err(TransportError::NoSuchPeer {
-                peer,
-                count: self.world_size,
-            }
-            .into());
-        }
-        let mine = self.renewer.renew(&mut self.multi, peer)?;
-        let (multi, renewer) = (&mut self.multi, &self.renewer);
-        let mut connect = |theirs: Vec<u8>| renewer.connect(multi, peer, &theirs);
-        if peer == self.rank {
-            connect(mine)?; // loopback: our own other side
-            self.generations[peer] = self.generations[peer].wrapping_add(1);
-            return Ok(());
-        }
-        let h = Handshake {
-            token: &self.token,
-            me: self.rank,
-            peer,
-            deadline,
-            generation: self.generations[peer],
-        };
-        let r = if self.rank < peer {
-            h.dial(self.controls[peer], mine, connect)
-        } else {
-            h.answer(&self.control, mine, connect)
-        };
-        match &r {
-            Ok(()) => self.generations[peer] = self.generations[peer].wrapping_add(1),
-            Err(NodeError::Bootstrap(BootstrapError::ReconnectMismatch { theirs, .. })) => {
-                // Both sides count the larger one from now on, so their
-                // next calls meet.
-                self.generations[peer] = self.generations[peer].max(*theirs);
-            }
-            Err(_) => {}
-        }
-        r
-    }
-
     /// Where this rank's control port listens (a peer's reconnect dials
     /// it): on the interface toward the rendezvous.
     pub fn control_addr(&self) -> SocketAddr {
-        self.control.addr()
-    }
-
-    /// How many reconnects with `peer` succeeded: the generation of the
-    /// connection to it (0 for one made at bootstrap).
-    pub fn connection_generation(&self, peer: usize) -> Option<u32> {
-        self.generations.get(peer).copied()
+        self.control.port.addr()
     }
 
     /// Messages dropped because they came on a replaced connection (sent
@@ -559,7 +491,10 @@ pub trait NodeScope {
     /// Waits until every rank in `peers` (sorted, containing this rank)
     /// entered this same barrier, or fails: after `timeout` (plus a 0.5 s
     /// query window) naming the ranks that did not arrive, or at once when
-    /// a listed rank's connection is broken. Collective: ranks must call
+    /// a listed rank's connection is broken or a listed rank said it gave
+    /// up on this barrier ([`BarrierError::Abandoned`]: a rank that fails
+    /// a barrier tells the listed ranks it can still reach, which pass it
+    /// on). Collective: ranks must call
     /// the barriers that list both of them in the same order (see the
     /// `barrier` module docs), failed ones included.
     fn barrier(&mut self, peers: &[usize], timeout: Duration) -> Result<(), BarrierError>;

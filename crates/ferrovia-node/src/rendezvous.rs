@@ -59,6 +59,13 @@ impl Rendezvous {
         Ok(Rendezvous { listener, local })
     }
 
+    /// A rendezvous served on `listener` (rank 0's control port, for a
+    /// rail's exchange: the ranks already know where it listens).
+    pub(crate) fn serving(listener: TcpListener) -> Result<Rendezvous, BootstrapError> {
+        let local = listener.local_addr().map_err(|e| io("listen", e))?;
+        Ok(Rendezvous { listener, local })
+    }
+
     /// Where it listens (with the port the OS chose for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
@@ -270,6 +277,15 @@ fn check_in(
 }
 
 impl Session {
+    /// [`Session::ready`] by `deadline` rather than within the exchange's
+    /// whole timeout again.
+    pub(crate) fn ready_by(mut self, deadline: Instant) -> Result<(), BootstrapError> {
+        self.timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        self.ready()
+    }
+
     /// The last round: every rank says it is ready (its queue pairs are
     /// connected), and nobody returns before everybody is.
     pub fn ready(mut self) -> Result<(), BootstrapError> {

@@ -8,6 +8,7 @@
 //!                   with k % R == s (see barrier::word)
 //! [queries: n]      word n*R + from: the last query number of `from`
 //! [answers: n]      word n*R + n + from: `from`'s answer to this rank's query
+//! [reasons: n]      word n*R + 2n + from: why `from` last abandoned a barrier
 //! [directory: 2 banks * n entries of DIR_SLOT bytes]  all_gather_remote
 //! ```
 //!
@@ -17,12 +18,17 @@
 //! [signals: n * R]  word to*R + s: the signal last sent to `to` in slot s
 //! [answers: n]      word n*R + to: the last answer sent to `to`
 //! [query: 1]        word n*R + n: the last query sent
+//! [reasons: n]      word n*R + n + 1 + to: the last reason sent to `to`
+//! [abandons: n * R] word n*R + 2n + 1 + to*R + s: the last abandon sent
+//!                   to `to` in slot s
 //! ```
 //!
 //! A source word per (target, slot), not per target: a write still in
 //! flight from an earlier barrier reads its word when the NIC gets to it,
 //! and the only later value that word can hold is a later signal for the
-//! same slot, never one that belongs in another slot.
+//! same slot, never one that belongs in another slot. Abandons have source
+//! words of their own, so a signal write still in flight never carries an
+//! abandon ahead of its reason, which is written just before it.
 //!
 //! Every access to the exposed region goes through the helpers below.
 
@@ -45,6 +51,30 @@ use crate::error::NodeError;
 /// Bytes per directory entry: a length byte and a wire-form descriptor.
 pub(crate) const DIR_SLOT: usize = 32;
 const _: () = assert!(WIRE_MAX_LEN < DIR_SLOT);
+
+/// Word indices of the source region with `n` ranks (layout above).
+struct Src;
+
+impl Src {
+    fn signal(_n: usize, to: usize, slot: usize) -> usize {
+        to * RING + slot
+    }
+    fn answer(n: usize, to: usize) -> usize {
+        n * RING + to
+    }
+    fn query(n: usize) -> usize {
+        n * RING + n
+    }
+    fn reason(n: usize, to: usize) -> usize {
+        n * RING + n + 1 + to
+    }
+    fn abandon(n: usize, to: usize, slot: usize) -> usize {
+        n * RING + 2 * n + 1 + to * RING + slot
+    }
+    fn words(n: usize) -> usize {
+        2 * n * RING + 2 * n + 1
+    }
+}
 
 /// This rank's synchronisation memory.
 pub(crate) struct SyncRegion {
@@ -71,9 +101,7 @@ impl SyncRegion {
             .allow_remote_read();
         Ok(SyncRegion {
             flags: registry.alloc(Self::words_before_dir(n) * 8 + 2 * DIR_SLOT * n, exposed)?,
-            src: Arc::new(
-                registry.alloc(8 * (n * RING + n + 1), RegisterOptions::local().shared())?,
-            ),
+            src: Arc::new(registry.alloc(8 * Src::words(n), RegisterOptions::local().shared())?),
             dir_src: registry.alloc(DIR_SLOT, RegisterOptions::local())?,
             remote: Vec::new(),
             gathers: std::cell::Cell::new(0),
@@ -82,7 +110,7 @@ impl SyncRegion {
     }
 
     fn words_before_dir(n: usize) -> usize {
-        n * RING + 2 * n
+        n * RING + 3 * n
     }
 
     /// The descriptor peers write this rank's exposed region through.
@@ -104,6 +132,11 @@ impl SyncRegion {
     /// Where rank `from` writes its answers to this region's owner.
     pub(crate) fn answer_offset(&self, from: usize) -> u64 {
         (8 * (self.n * RING + self.n + from)) as u64
+    }
+
+    /// Where rank `from` writes its abandon reasons to this region's owner.
+    pub(crate) fn reason_offset(&self, from: usize) -> u64 {
+        (8 * (self.n * RING + 2 * self.n + from)) as u64
     }
 
     /// Where rank `rank` writes its entry of gather number `round`. Two
@@ -146,13 +179,21 @@ impl SyncRegion {
         self.load(self.answer_offset(from))
     }
 
+    /// The last abandon reason rank `from` wrote here.
+    pub(crate) fn reason_word(&self, from: usize) -> u64 {
+        if from >= self.n {
+            return 0;
+        }
+        self.load(self.reason_offset(from))
+    }
+
     /// The source word of signals to `to` in slot `slot`, and its byte
     /// offset in `src`.
     pub(crate) fn signal_src(&self, to: usize, slot: usize) -> Option<(&AtomicU64, usize)> {
         if to >= self.n || slot >= RING {
             return None;
         }
-        self.src_word(to * RING + slot)
+        self.src_word(Src::signal(self.n, to, slot))
     }
 
     /// Stages `word` as this rank's (`me`'s) signal to `to` in `slot`:
@@ -191,17 +232,46 @@ impl SyncRegion {
         Some((at, self.answer_offset(me)))
     }
 
+    /// Stages `word` as `me`'s abandon to `to` in signal slot `slot` (from
+    /// a source word of its own): where its write goes, as for
+    /// [`SyncRegion::stage_signal`].
+    pub(crate) fn stage_abandon(
+        &self,
+        me: usize,
+        to: usize,
+        slot: usize,
+        word: u64,
+    ) -> Option<(usize, u64)> {
+        if to >= self.n || slot >= RING {
+            return None;
+        }
+        let (src, at) = self.src_word(Src::abandon(self.n, to, slot))?;
+        src.store(word, Release);
+        Some((at, self.signal_offset(me, slot)))
+    }
+
+    /// Stages `me`'s abandon reason `word` to `to`: where its write goes, as
+    /// for [`SyncRegion::stage_signal`].
+    pub(crate) fn stage_reason(&self, me: usize, to: usize, word: u64) -> Option<(usize, u64)> {
+        if to >= self.n {
+            return None;
+        }
+        let (src, at) = self.src_word(Src::reason(self.n, to))?;
+        src.store(word, Release);
+        Some((at, self.reason_offset(me)))
+    }
+
     /// The source word of answers to `to`, and its byte offset in `src`.
     pub(crate) fn answer_src(&self, to: usize) -> Option<(&AtomicU64, usize)> {
         if to >= self.n {
             return None;
         }
-        self.src_word(self.n * RING + to)
+        self.src_word(Src::answer(self.n, to))
     }
 
     /// The source word of queries, and its byte offset in `src`.
     pub(crate) fn query_src(&self) -> Option<(&AtomicU64, usize)> {
-        self.src_word(self.n * RING + self.n)
+        self.src_word(Src::query(self.n))
     }
 
     fn src_word(&self, i: usize) -> Option<(&AtomicU64, usize)> {
@@ -220,5 +290,27 @@ impl SyncRegion {
         self.flags.read_into(start, &mut entry).ok()?;
         let len = entry[0] as usize;
         (len > 0 && len < DIR_SLOT).then(|| entry[1..=len].to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_source_word_has_its_own_index_within_the_region() {
+        for n in 1..8 {
+            let mut all: Vec<usize> = (0..n)
+                .flat_map(|to| {
+                    (0..RING).flat_map(move |s| [Src::signal(n, to, s), Src::abandon(n, to, s)])
+                })
+                .chain((0..n).flat_map(|to| [Src::answer(n, to), Src::reason(n, to)]))
+                .chain([Src::query(n)])
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), Src::words(n), "n = {n}");
+            assert_eq!(all.last(), Some(&(Src::words(n) - 1)));
+        }
     }
 }

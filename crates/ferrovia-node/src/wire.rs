@@ -15,8 +15,14 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// is welcomed before it sends what its peers need (`Blobs`). 3: each
 /// rank's blob names its control port, and the control path reconnects
 /// (`Knock`, `Link`). 4: a knock names the generation of the connection it
-/// replaces, and a mismatch is answered as such (`Mismatch`).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// replaces, and a mismatch is answered as such (`Mismatch`). 5: the sync
+/// region a blob describes holds abandon reasons before the directory, so
+/// a rank of an earlier version would write into its peers' directories.
+/// 6: a knock names the link it reconnects (0: the node's own connections;
+/// a rail's id + 1), and a knock for another link is answered as such
+/// (`OtherLink`); rails trade their links through rank 0's control port in
+/// `Join`/`Blobs`/`Table` rounds.
+pub const PROTOCOL_VERSION: u16 = 6;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -56,6 +62,9 @@ pub(crate) enum Msg {
         token: String,
         from: u32,
         to: u32,
+        /// Which of the pair's connections: 0 the node's own, else a
+        /// rail's (its id + 1) or another the program names.
+        link: u32,
         /// The connection's generation the dialer replaces.
         generation: u32,
     },
@@ -64,6 +73,9 @@ pub(crate) enum Msg {
     /// The answerer replaces another generation (its own, given) than the
     /// knock named: neither call pairs.
     Mismatch { generation: u32 },
+    /// The answerer reconnects another link (its own, given) than the
+    /// knock named: neither call pairs.
+    OtherLink { link: u32 },
 }
 
 impl Msg {
@@ -87,6 +99,7 @@ impl Msg {
             Msg::Knock { .. } => "a knock",
             Msg::Link { .. } => "a link",
             Msg::Mismatch { .. } => "a generation mismatch",
+            Msg::OtherLink { .. } => "a link mismatch",
         }
     }
 }
@@ -196,14 +209,13 @@ mod tests {
         let buf = frame(&msg).unwrap();
         assert_eq!(read_msg(&mut &buf[..], MAX_BODY).unwrap(), msg);
 
-        let v1 = frame_of(1, &Msg::Ready).unwrap();
-        assert!(matches!(
-            read_msg(&mut &v1[..], MAX_BODY),
-            Err(BootstrapError::VersionMismatch {
-                ours: PROTOCOL_VERSION,
-                theirs: 1
-            })
-        ));
+        for old in [1, 3, 4, 5] {
+            let v = frame_of(old, &Msg::Ready).unwrap();
+            assert!(matches!(
+                read_msg(&mut &v[..], MAX_BODY),
+                Err(BootstrapError::VersionMismatch { ours: PROTOCOL_VERSION, theirs }) if theirs == old
+            ));
+        }
 
         assert!(matches!(
             read_msg(&mut &b"GET / HTTP/1.1\r\n"[..], MAX_BODY),
@@ -231,6 +243,31 @@ mod tests {
             read_msg(&mut &garbage[..], MAX_BODY),
             Err(BootstrapError::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn a_knock_carries_its_link_and_a_link_mismatch_round_trips() {
+        let knock = Msg::Knock {
+            token: "t".into(),
+            from: 0,
+            to: 1,
+            link: 3,
+            generation: 7,
+        };
+        let buf = frame(&knock).unwrap();
+        assert_eq!(read_msg(&mut &buf[..], MAX_JOIN).unwrap(), knock);
+        let other = Msg::OtherLink { link: u32::MAX };
+        let buf = frame(&other).unwrap();
+        assert_eq!(read_msg(&mut &buf[..], MAX_JOIN).unwrap(), other);
+        // The largest knock still fits what is read before it is checked.
+        let largest = Msg::Knock {
+            token: "t".repeat(MAX_TOKEN),
+            from: u32::MAX,
+            to: u32::MAX,
+            link: u32::MAX,
+            generation: u32::MAX,
+        };
+        assert!(frame(&largest).unwrap().len() <= HEADER_LEN + MAX_JOIN as usize);
     }
 
     #[test]

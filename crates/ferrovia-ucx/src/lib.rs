@@ -50,6 +50,7 @@
 //! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
 //! so `ucp_init_version` is called).
 
+mod builder;
 mod by_address;
 mod context;
 mod control;
@@ -67,11 +68,12 @@ mod status;
 mod tag;
 mod transport;
 
+pub use builder::UcxTransportBuilder;
 pub use by_address::EndpointFailure;
 pub use context::UcxContext;
 pub use error::UcxError;
 pub use exposure::Exposure;
 pub use keys::UcxRegistrar;
+pub use transport::UcxTransport;
 #[doc(hidden)]
 pub use transport::{PostStats, ProgressStall};
-pub use transport::{UcxTransport, UcxTransportBuilder};

@@ -165,9 +165,9 @@ pub use ferrovia_mr::{
     RegisteredMemory, RemoteMemoryRegion, Shared, SharedBuffer,
 };
 pub use ferrovia_node::{
-    ACCEPT_DATA_MAX, Backend, BarrierAlgorithm, BarrierError, BootstrapError, CONNECT_DATA_MAX,
-    ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node, NodeBuilder, NodeError,
-    NodeScope, Outgoing, REJECT_DATA_MAX, connect,
+    ACCEPT_DATA_MAX, AbandonCause, Backend, BarrierAlgorithm, BarrierError, BootstrapError,
+    CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node,
+    NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, connect,
 };
 pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 #[cfg(feature = "ucx")]

@@ -36,8 +36,14 @@ pub(crate) fn send(at: SocketAddr, kind: usize, rng: &mut Rng) -> bool {
         ]
         .concat(),
         4 => (0..1 + rng.below(8192)).map(|_| rng.next() as u8).collect(),
+        // The bootstrap's frame header with a 4 GiB length (the length
+        // cap, not the version check, must refuse it), then the front
+        // door's with the largest length.
         5 => [
-            b"FRVB\x04\x00".to_vec(),
+            b"FRVB".to_vec(),
+            ferrovia::node::bootstrap::PROTOCOL_VERSION
+                .to_le_bytes()
+                .to_vec(),
             vec![0xff; 4],
             b"FVCD\x01\x01\xff\xff".to_vec(),
         ]

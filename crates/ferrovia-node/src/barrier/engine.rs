@@ -10,6 +10,8 @@ use ferrovia_channel::TransportError;
 use super::BarrierAlgorithm;
 use super::schedule::{Schedule, Step};
 use super::word::{self, Seen};
+
+mod abandon;
 use crate::error::BarrierError;
 
 /// What a barrier needs from the machines: one-sided writes of words into
@@ -32,6 +34,13 @@ pub(crate) trait Fabric {
     fn send_answer(&mut self, to: usize, word: u64);
     /// The last answer `from` wrote here (0: none).
     fn answer_slot(&self, from: usize) -> u64;
+    /// Tells `to` this rank abandoned the barrier (best effort, not
+    /// tracked by [`Fabric::landed`]): writes `reason` into this rank's
+    /// reason slot at `to`, then `word` into its signal slot `slot` there,
+    /// so the reason lands first.
+    fn abandon(&mut self, to: usize, slot: usize, word: u64, reason: u64);
+    /// The last reason `from` wrote here (0: none).
+    fn reason_slot(&self, from: usize) -> u64;
     /// Whether the connection to `peer` is known broken.
     fn is_broken(&self, peer: usize) -> bool;
     /// Stops all work towards `peer` (it is gone): marks it broken.
@@ -124,6 +133,9 @@ pub(crate) struct Run {
     deadline: Duration,
     query_wait: Duration,
     phase: Phase,
+    /// Whether the barrier returned its result or was cancelled: the
+    /// others are told at most once, and never after it passed.
+    over: bool,
 }
 
 impl Run {
@@ -152,6 +164,7 @@ impl Run {
             deadline: now.saturating_add(timeout),
             query_wait,
             phase: Phase::Check,
+            over: false,
         }
     }
 
@@ -164,9 +177,29 @@ impl Run {
     }
 
     /// Advances as far as it can without waiting. `slow`: also answer
-    /// queries, reap completions and check peer health (the caller does
-    /// this every so often while spinning).
+    /// queries, reap completions, check peer health and listen for peers
+    /// that abandoned (the caller does this every so often while
+    /// spinning). A failure is told to every listed peer still reachable.
     pub(crate) fn poll(
+        &mut self,
+        st: &mut RankState,
+        f: &mut impl Fabric,
+        slow: bool,
+    ) -> Poll<Result<(), BarrierError>> {
+        let result = self.advance(st, f, slow);
+        if let Poll::Ready(r) = &result
+            && !self.over
+        {
+            self.over = true;
+            if let Err(e) = r {
+                let (origin, cause) = abandon::blame(st.me, e, |p| f.is_broken(p));
+                self.abandon(st, f, origin, cause);
+            }
+        }
+        result
+    }
+
+    fn advance(
         &mut self,
         st: &mut RankState,
         f: &mut impl Fabric,
@@ -198,6 +231,9 @@ impl Run {
                         match word::classify(f.signal_slot(p, word::slot(k)), k, self.fp) {
                             Seen::Match => self.phase = Phase::Steps(i + 1),
                             Seen::Pending => return self.pending(st, f, slow, p),
+                            Seen::Abandoned => {
+                                return Poll::Ready(Err(self.abandoned_by(st, f, p)));
+                            }
                             Seen::Ahead => {
                                 return Poll::Ready(Err(BarrierError::Incomplete {
                                     rank: p,
@@ -246,6 +282,9 @@ impl Run {
         slow: bool,
         waited_on: usize,
     ) -> Poll<Result<(), BarrierError>> {
+        if slow && let Some(e) = self.heard(st, f) {
+            return Poll::Ready(Err(e));
+        }
         if f.now() >= self.deadline {
             return self.ask(st, f, waited_on);
         }
@@ -262,13 +301,17 @@ impl Run {
     }
 
     /// Sends a query to every listed peer; the verdict comes after the
-    /// query window.
+    /// query window. A peer that abandoned the barrier already said what
+    /// the query would find: fail at once.
     fn ask(
         &mut self,
         st: &mut RankState,
         f: &mut impl Fabric,
         waited_on: usize,
     ) -> Poll<Result<(), BarrierError>> {
+        if let Some(e) = self.heard(st, f) {
+            return Poll::Ready(Err(e));
+        }
         st.query = word::next_query(st.query);
         let id = st.query;
         for p in self.others(st.me) {

@@ -100,6 +100,22 @@ impl Fabric for NodeFabric<'_, '_, '_> {
         self.node().sync().answer_word(from)
     }
 
+    fn abandon(&mut self, to: usize, slot: usize, word: u64, reason: u64) {
+        let node = self.node();
+        let me = node.rank();
+        // Best effort, like a query: the barrier has failed already.
+        if let Some((at, offset)) = node.sync().stage_reason(me, to, reason) {
+            let _ = self.write(to, at, offset);
+        }
+        if let Some((at, offset)) = node.sync().stage_abandon(me, to, slot, word) {
+            let _ = self.write(to, at, offset);
+        }
+    }
+
+    fn reason_slot(&self, from: usize) -> u64 {
+        self.node().sync().reason_word(from)
+    }
+
     fn is_broken(&self, peer: usize) -> bool {
         self.node().core().is_broken(peer)
     }

@@ -10,7 +10,9 @@ use proptest::test_runner::TestRunner;
 
 use super::BarrierAlgorithm;
 use super::sim::{Call, Config, History, simulate};
-use crate::error::BarrierError;
+use crate::error::{AbandonCause, BarrierError};
+
+mod abandon;
 
 const TICK: Duration = Duration::from_micros(500);
 const MAX_DELAY: Duration = Duration::from_millis(4);
@@ -28,6 +30,8 @@ struct Plan {
     /// `timeouts[barrier][rank]`.
     timeouts: Vec<Vec<Duration>>,
     deaths: Vec<Option<Duration>>,
+    /// Connections one side knows broken from the start (see `sim`).
+    broken: Vec<(usize, usize)>,
     detect: bool,
     seed: u64,
 }
@@ -37,6 +41,7 @@ impl Plan {
         Config {
             world: self.world,
             deaths: self.deaths.clone(),
+            broken: self.broken.clone(),
             detect: self.detect,
             max_delay: MAX_DELAY,
             tick: TICK,
@@ -118,6 +123,7 @@ fn plan_with(
                 barriers,
                 timeouts,
                 deaths,
+                broken: Vec::new(),
                 detect,
                 seed,
             })
@@ -138,6 +144,12 @@ fn check(plan: &Plan, h: &History) -> Result<(), TestCaseError> {
             "{rec:?} took {took:?} with a timeout of {timeout:?}"
         );
         let others = || ranks.iter().copied().filter(|&p| p != rec.rank);
+        // Its connection to `p` is broken from the start, on either side.
+        let severed = |p: usize| {
+            plan.broken
+                .iter()
+                .any(|&pair| pair == (rec.rank, p) || pair == (p, rec.rank))
+        };
         match &rec.result {
             // The invariant: every listed rank entered this barrier.
             Ok(()) => {
@@ -150,7 +162,7 @@ fn check(plan: &Plan, h: &History) -> Result<(), TestCaseError> {
                 }
             }
             // Named only if it had not entered when asked, or could not
-            // answer (dead, or done with its script).
+            // answer (dead, done with its script, or cut off).
             Err(BarrierError::Timeout { missing, .. }) => {
                 prop_assert!(!missing.is_empty());
                 let asked = rec.queried.unwrap_or(rec.ended);
@@ -158,7 +170,7 @@ fn check(plan: &Plan, h: &History) -> Result<(), TestCaseError> {
                     prop_assert!(others().any(|q| q == p), "{rec:?} names {p}");
                     let absent = h.entered[rec.call][p].is_none_or(|t| t > asked);
                     prop_assert!(
-                        absent || gone(p, rec.ended),
+                        absent || gone(p, rec.ended) || severed(p),
                         "{rec:?} names rank {p}, which entered at {:?} and was there",
                         h.entered[rec.call][p]
                     );
@@ -167,11 +179,40 @@ fn check(plan: &Plan, h: &History) -> Result<(), TestCaseError> {
             Err(BarrierError::Unreachable { missing, .. }) => {
                 for &p in missing {
                     prop_assert!(others().any(|q| q == p), "{rec:?} names {p}");
-                    prop_assert!(gone(p, rec.ended), "{rec:?}: rank {p} is alive");
+                    prop_assert!(
+                        gone(p, rec.ended) || severed(p),
+                        "{rec:?}: rank {p} is alive and its connection sound"
+                    );
                 }
             }
             Err(BarrierError::Incomplete { rank, .. }) => {
                 prop_assert!(others().any(|q| q == *rank), "{rec:?}");
+            }
+            // Named only a listed rank that failed this very barrier, for
+            // the reason it had.
+            Err(BarrierError::Abandoned { rank, because, .. }) => {
+                prop_assert!(others().any(|q| q == *rank), "{rec:?} names {rank}");
+                let origin = h
+                    .records
+                    .iter()
+                    .find(|o| o.rank == *rank && o.call == rec.call);
+                let missing = match origin.map(|o| &o.result) {
+                    Some(Err(
+                        BarrierError::Unreachable { missing, .. }
+                        | BarrierError::Timeout { missing, .. },
+                    )) => missing.clone(),
+                    Some(Err(_)) => Vec::new(),
+                    other => {
+                        prop_assert!(false, "{rec:?}: rank {rank} did not fail it: {other:?}");
+                        Vec::new()
+                    }
+                };
+                if let AbandonCause::Unreachable(b) | AbandonCause::Missing(b) = because {
+                    prop_assert!(
+                        missing.contains(b),
+                        "{rec:?}: rank {rank} named {missing:?}"
+                    );
+                }
             }
             Err(e) => prop_assert!(false, "{rec:?}: unexpected {e}"),
         }
@@ -228,7 +269,7 @@ proptest! {
 fn the_random_histories_reach_every_outcome() {
     let mut runner = TestRunner::deterministic();
     let strategy = plan_with(16, any_timeout(), true);
-    let mut seen = [0usize; 4];
+    let mut seen = [0usize; 5];
     for _ in 0..200 {
         let plan = strategy.new_tree(&mut runner).unwrap().current();
         for rec in plan.run().records {
@@ -237,6 +278,7 @@ fn the_random_histories_reach_every_outcome() {
                 Err(BarrierError::Timeout { .. }) => 1,
                 Err(BarrierError::Unreachable { .. }) => 2,
                 Err(BarrierError::Incomplete { .. }) => 3,
+                Err(BarrierError::Abandoned { .. }) => 4,
                 Err(_) => continue,
             };
             seen[kind] += 1;
@@ -244,6 +286,6 @@ fn the_random_histories_reach_every_outcome() {
     }
     assert!(
         seen.iter().all(|&n| n > 0),
-        "Ok, Timeout, Unreachable, Incomplete: {seen:?}"
+        "Ok, Timeout, Unreachable, Incomplete, Abandoned: {seen:?}"
     );
 }

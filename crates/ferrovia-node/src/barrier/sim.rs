@@ -1,9 +1,11 @@
 //! A simulated fabric for the barrier engine: ranks in one process, a
 //! virtual clock, writes that land after random delays (in posting order
 //! per pair of ranks, in any order across pairs), ranks that die at given
-//! times, and writes to dead or flushed ranks that are lost (with an
-//! error completion where the transport detects it, as verbs and UCX tcp
-//! do; silently as over UCX shared memory).
+//! times, connections one side knows broken from the start (as a drain
+//! deadline's flush leaves them), and writes to dead or flushed ranks that
+//! are lost (with an error completion where the transport detects it, as
+//! verbs and UCX tcp do; silently as over UCX shared memory). It logs when
+//! each abandon word lands.
 //!
 //! A write reads its source word when it lands, not when it is posted:
 //! as a NIC may, so a write in flight carries whatever its source word
@@ -59,6 +61,9 @@ pub(super) struct Config {
     pub(super) world: usize,
     /// When each rank dies, if it does.
     pub(super) deaths: Vec<Option<Duration>>,
+    /// `(r, p)`: rank `r` knows its connection to `p` broken from the
+    /// start (`p` does not, until a write of its own fails).
+    pub(super) broken: Vec<(usize, usize)>,
     /// Writes to dead or flushed ranks fail (and break the connection)
     /// rather than vanish.
     pub(super) detect: bool,
@@ -91,6 +96,17 @@ pub(super) struct History {
     pub(super) entered: Vec<Vec<Option<Duration>>>,
     /// When each rank finished its script (it stops answering queries).
     pub(super) done: Vec<Option<Duration>>,
+    /// Every abandon word that landed, in landing order.
+    pub(super) abandons: Vec<Landing>,
+}
+
+/// An abandon word landing: `from`'s, in its slot at `to`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Landing {
+    pub(super) at: Duration,
+    pub(super) from: usize,
+    pub(super) to: usize,
+    pub(super) word: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +114,8 @@ enum Kind {
     Signal(usize),
     Query,
     Answer,
+    Reason,
+    Abandon(usize),
 }
 
 #[derive(Debug)]
@@ -139,11 +157,20 @@ struct World {
     writes: Vec<Vec<(u64, usize, WriteState)>>,
     next_write: u64,
     queried: Vec<Option<Duration>>,
+    /// `reason[r][from]`, `reason_src[r][to]`, `abandon_src[r][to][slot]`.
+    reason: Vec<Vec<u64>>,
+    reason_src: Vec<Vec<u64>>,
+    abandon_src: Vec<Vec<[u64; RING]>>,
+    abandons: Vec<Landing>,
 }
 
 impl World {
     fn new(cfg: &Config) -> World {
         let n = cfg.world;
+        let mut broken = vec![vec![false; n]; n];
+        for &(r, p) in &cfg.broken {
+            broken[r][p] = true;
+        }
         World {
             now: Duration::ZERO,
             n,
@@ -155,12 +182,16 @@ impl World {
             signal_src: vec![vec![[0; RING]; n]; n],
             answer_src: vec![vec![0; n]; n],
             query_src: vec![0; n],
-            broken: vec![vec![false; n]; n],
+            broken,
             dead: vec![false; n],
             lanes: (0..n * n).map(|_| VecDeque::new()).collect(),
             writes: vec![Vec::new(); n],
             next_write: 0,
             queried: vec![None; n],
+            reason: vec![vec![0; n]; n],
+            reason_src: vec![vec![0; n]; n],
+            abandon_src: vec![vec![[0; RING]; n]; n],
+            abandons: Vec::new(),
         }
     }
 
@@ -206,8 +237,19 @@ impl World {
         }
         match m.kind {
             Kind::Signal(slot) => self.signal[to][from][slot] = self.signal_src[from][to][slot],
+            Kind::Abandon(slot) => {
+                let w = self.abandon_src[from][to][slot];
+                self.signal[to][from][slot] = w;
+                self.abandons.push(Landing {
+                    at: self.now,
+                    from,
+                    to,
+                    word: w,
+                });
+            }
             Kind::Query => self.query[to][from] = self.query_src[from],
             Kind::Answer => self.answer[to][from] = self.answer_src[from][to],
+            Kind::Reason => self.reason[to][from] = self.reason_src[from][to],
         }
         if let Some(id) = m.write {
             self.set_write(from, id, WriteState::Done);
@@ -268,6 +310,20 @@ impl Fabric for View<'_> {
         self.w.answer[self.me][from]
     }
 
+    fn abandon(&mut self, to: usize, slot: usize, word: u64, reason: u64) {
+        let me = self.me;
+        self.w.reason_src[me][to] = reason;
+        self.w.abandon_src[me][to][slot] = word;
+        if !self.w.broken[me][to] {
+            self.w.post(me, to, Kind::Reason, None);
+            self.w.post(me, to, Kind::Abandon(slot), None);
+        }
+    }
+
+    fn reason_slot(&self, from: usize) -> u64 {
+        self.w.reason[self.me][from]
+    }
+
     fn is_broken(&self, peer: usize) -> bool {
         self.w.broken[self.me][peer]
     }
@@ -315,6 +371,7 @@ pub(super) fn simulate(cfg: &Config, scripts: &[Vec<Call>]) -> History {
         records: Vec::new(),
         entered: vec![vec![None; n]; calls],
         done: vec![None; n],
+        abandons: Vec::new(),
     };
     // Each barrier ends by its timeout, the query window and a tick or two.
     let limit: Duration = scripts
@@ -335,6 +392,7 @@ pub(super) fn simulate(cfg: &Config, scripts: &[Vec<Call>]) -> History {
     loop {
         let finished = |r: usize| world.dead[r] || history.done[r].is_some();
         if (0..n).all(finished) {
+            history.abandons = std::mem::take(&mut world.abandons);
             return history;
         }
         assert!(world.now <= limit, "the simulation ran past {limit:?}");

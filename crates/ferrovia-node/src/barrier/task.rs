@@ -83,8 +83,16 @@ impl BarrierTask {
 
     /// Stops polling: the signal writes still outstanding complete on their
     /// own (the engine holds their source until then). The barrier counts
-    /// as entered, like one that failed.
+    /// as entered, like one that failed, and if it had not resolved, the
+    /// listed peers are told this rank abandoned it, so they fail at once
+    /// ([`BarrierError::Abandoned`]) instead of waiting out their timeout.
     pub fn cancel(mut self, node: &Node) {
+        let mut fabric = OwnedFabric {
+            node,
+            writes: &mut self.writes,
+            origin: self.origin,
+        };
+        self.run.cancel(&node.barrier_state().borrow(), &mut fabric);
         self.settle(node);
     }
 
@@ -192,6 +200,26 @@ impl Fabric for OwnedFabric<'_> {
 
     fn answer_slot(&self, from: usize) -> u64 {
         self.node.sync().answer_word(from)
+    }
+
+    fn abandon(&mut self, to: usize, slot: usize, word: u64, reason: u64) {
+        let node = self.node;
+        let me = node.rank();
+        // Best effort, like a query: the barrier has failed already.
+        if let Some((at, offset)) = node.sync().stage_reason(me, to, reason)
+            && let Ok(t) = self.write(to, at, offset)
+        {
+            node.core().abandon_owned(t);
+        }
+        if let Some((at, offset)) = node.sync().stage_abandon(me, to, slot, word)
+            && let Ok(t) = self.write(to, at, offset)
+        {
+            node.core().abandon_owned(t);
+        }
+    }
+
+    fn reason_slot(&self, from: usize) -> u64 {
+        self.node.sync().reason_word(from)
     }
 
     fn is_broken(&self, peer: usize) -> bool {

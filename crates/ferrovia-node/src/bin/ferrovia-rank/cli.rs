@@ -61,6 +61,13 @@ pub(crate) enum Command {
         #[arg(default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Three ranks: rank 2 breaks its connection to rank 0 and fails
+    /// `[0, 1, 2]` at once; ranks 0 and 1 print how long they waited there.
+    BarrierAbandon {
+        /// Timeout of `[0, 1, 2]`, in milliseconds.
+        #[arg(default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Remote atomics on rank 0's memory: an exact counter, a ticket lock
     /// that loses no update, typed errors (issue 14).
     Atomics {
@@ -108,6 +115,18 @@ pub(crate) enum Command {
         /// Flush-and-reconnect cycles.
         #[arg(long, default_value_t = 1)]
         cycles: usize,
+    },
+    /// Two rails from every rank to every rank, sends and writes checked on
+    /// each; rail 1 between ranks 0 and 1 flushed and reconnected while
+    /// the rest keeps working (3 ranks or more).
+    Rails {
+        /// This rank names a device that does not exist: every rank's
+        /// open_rail must fail at once, naming it.
+        #[arg(long)]
+        fail_rank: Option<usize>,
+        /// Each open_rail's and reconnect's timeout, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u64,
     },
     /// Three ranks: rank 2 leaves; rank 0's work with it fails naming it,
     /// and waits on it end at once (issue 13 part 2).

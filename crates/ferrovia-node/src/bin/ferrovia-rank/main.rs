@@ -5,10 +5,12 @@
 //! the exit statuses and the variables read (see `cli`).
 #![forbid(unsafe_code)]
 
+mod abandon;
 mod atomics;
 mod cli;
 mod dead_peer;
 mod pool;
+mod rails;
 mod reconnect;
 
 use std::process::ExitCode;
@@ -396,9 +398,10 @@ fn wall_us() -> u128 {
 
 /// Issue 12's case, three ranks. After a first barrier together (every
 /// connection in use), rank 2 leaves. Rank 1 learns it is gone (a barrier
-/// with it alone fails), so it fails `[0, 1, 2]` at once, while rank 0
-/// waits out `timeout` there. Then both meet in
-/// `[0, 1]`: rank 1 must not leave it before rank 0 entered it. Each rank
+/// with it alone fails), so it fails `[0, 1, 2]` at once and tells rank
+/// 0, which fails it well within `timeout`. Rank 0 then takes its time
+/// (a second), and both meet in `[0, 1]`: rank 1 must not leave it before
+/// rank 0 entered it. Each rank
 /// prints when it enters and leaves `[0, 1]` (`wall_us`), and what the
 /// failed barriers said.
 fn barrier_after_failure(node: &mut Node, timeout: Duration) -> Result<(), NodeError> {
@@ -428,6 +431,11 @@ fn barrier_after_failure(node: &mut Node, timeout: Duration) -> Result<(), NodeE
             "rank {me}: [0, 1, 2] failed in {} ms: {e}",
             t.elapsed().as_millis()
         ),
+    }
+    if me == 0 {
+        // Late to [0, 1], so rank 1 waits there long enough to pass it
+        // wrongly if it could.
+        std::thread::sleep(Duration::from_secs(1));
     }
     println!("rank {me}: enter [0, 1] at {}", wall_us());
     node.barrier(&[0, 1], WAIT)?;
@@ -509,11 +517,22 @@ fn main() -> ExitCode {
         Command::BarrierAfterFailure { timeout_ms } => {
             barrier_after_failure(&mut node, ms(timeout_ms))
         }
+        Command::BarrierAbandon { timeout_ms } => abandon::run(&mut node, ms(timeout_ms)),
         Command::DeadPeer { no_sends } => dead_peer::run(&mut node, !no_sends),
         Command::Atomics { adds, rounds } => atomics::run(&mut node, adds, rounds),
         Command::PoolExchange { msgs, depth } => pool::exchange(&mut node, depth as usize, msgs),
         Command::PoolFlood { msgs, depth } => pool::flood(&mut node, depth as usize, msgs),
         Command::PoolTooLong => pool::too_long(&mut node),
+        Command::Rails {
+            fail_rank,
+            timeout_ms,
+        } => rails::run(
+            &mut node,
+            rails::Plan {
+                fail_rank,
+                timeout: ms(timeout_ms),
+            },
+        ),
         Command::Reconnect {
             dead,
             timeout_ms,
