@@ -292,7 +292,9 @@ impl Lease<'static> {
     /// The owned buffer and the registrations kept with it
     /// ([`Lease::owning_with`]); a borrowing lease comes back as it is.
     #[allow(clippy::type_complexity)]
-    pub fn into_parts(mut self) -> Result<(RegisteredBuffer, Vec<Registration<'static>>), Lease<'static>> {
+    pub fn into_parts(
+        mut self,
+    ) -> Result<(RegisteredBuffer, Vec<Registration<'static>>), Lease<'static>> {
         match self.owned.take() {
             Some(b) => Ok((b, std::mem::take(&mut self.keys))),
             None => Err(self),

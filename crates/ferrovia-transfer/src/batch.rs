@@ -13,6 +13,9 @@ use crate::error::TransferError;
 use crate::notify::NOTIFY_MAX;
 use crate::prepare::{PreparedList, RunState};
 
+/// The most rails an engine drives.
+pub const MAX_RAILS: usize = 8;
+
 /// What a batch does with its entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -47,8 +50,8 @@ pub struct Report {
     pub retried: usize,
     /// (rail, peer) connections lost during the batch.
     pub rails_lost: Vec<(usize, usize)>,
-    /// Bytes each rail carried.
-    pub bytes_per_rail: Vec<u64>,
+    /// Bytes each rail carried (rails beyond the engine's are 0).
+    pub bytes_per_rail: [u64; MAX_RAILS],
     /// From submission to the last completion (and notification).
     pub elapsed: Duration,
     /// Peers notified.
@@ -85,7 +88,7 @@ pub(crate) struct Flight {
     retried: usize,
     runs_posted: usize,
     lost: Vec<(usize, usize)>,
-    bytes_per_rail: Vec<u64>,
+    bytes_per_rail: [u64; MAX_RAILS],
     failure: Option<TransferError>,
     notified: usize,
     finished: bool,
@@ -158,7 +161,7 @@ impl Flight {
             retried: 0,
             runs_posted: 0,
             lost: Vec::new(),
-            bytes_per_rail: vec![0; eng.rails],
+            bytes_per_rail: [0; MAX_RAILS],
             failure: None,
             notified: 0,
             finished: false,
@@ -287,9 +290,8 @@ impl Flight {
         prepared: &PreparedList,
         poster: &mut dyn Poster,
     ) -> Result<(), TransferError> {
-        let core = poster.core();
         self.scratch.clear();
-        core.take_piece_errors(&mut self.scratch);
+        poster.core().take_piece_errors(&mut self.scratch);
         let mut errors = std::mem::take(&mut self.scratch);
         for pe in &errors {
             self.piece_failed(eng, prepared, pe.tag, pe.error)?;
@@ -312,7 +314,8 @@ impl Flight {
             };
             let run = prepared.runs[i];
             let rail = usize::from(st.rail);
-            match core.poll_piece(ticket) {
+            let state = poster.core().poll_piece(ticket);
+            match state {
                 PieceState::Pending => {}
                 PieceState::Done | PieceState::Gone => {
                     let took = Duration::from_nanos(self.now_ns().saturating_sub(st.posted_ns));
@@ -325,10 +328,13 @@ impl Flight {
                     }
                 }
                 PieceState::Failed(e) => {
-                    eng.sched.borrow_mut().ended(rail, run.bytes, Duration::ZERO, false);
+                    eng.sched
+                        .borrow_mut()
+                        .ended(rail, run.bytes, Duration::ZERO, false);
                     let peer = run.peer as usize;
                     if !rail_class(e) {
-                        let entry = prepared.slice_entry[(run.slice + run.len - 1) as usize] as usize;
+                        let entry =
+                            prepared.slice_entry[(run.slice + run.len - 1) as usize] as usize;
                         return Err(fail(entry, peer, rail, e));
                     }
                     self.lose(eng, rail, peer);
@@ -425,7 +431,7 @@ impl Flight {
             runs: self.runs_posted,
             retried: self.retried,
             rails_lost: std::mem::take(&mut self.lost),
-            bytes_per_rail: self.bytes_per_rail.clone(),
+            bytes_per_rail: self.bytes_per_rail,
             elapsed: self.start.elapsed(),
             notified: self.notified,
         })
@@ -476,6 +482,8 @@ fn rail_class(e: CompletionError) -> bool {
 }
 
 fn fail(entry: usize, peer: usize, rail: usize, error: CompletionError) -> TransferError {
+    // The channel names the peer of the rails' whole (rail * peers + peer).
+    let error = error.with_peer(peer);
     if error.status.class() == WcClass::RemoteAccess {
         TransferError::RemoteAccess {
             entry,

@@ -14,7 +14,7 @@ use ferrovia_channel::{
 use ferrovia_mr::{Access, MrRegistry, RegisterOptions, Shared};
 use ferrovia_node::{Node, RailSpec};
 
-use crate::batch::Op;
+use crate::batch::{MAX_RAILS, Op};
 use crate::error::TransferError;
 use crate::list::DescriptorList;
 use crate::notify::{Notification, Notifier};
@@ -111,13 +111,48 @@ impl TransferBuilder {
             transports.push(t);
             registries.push(r);
         }
+        let mut engine = self.assemble(me, n, transports, registries, local)?;
+        let mine = engine.state.notifier.borrow().remote()?;
+        let rings = exchange(node, &mine, engine.state.timeout)?;
+        engine.state.notifier.get_mut().connect(rings);
+        Ok(engine)
+    }
+
+    /// An engine over rails already connected (`transports[r]` reaching
+    /// `peers` peers, this rank `me` among them, with registry
+    /// `registries[r]`), without a node: no rings are exchanged, so its
+    /// batches carry no notification. For benchmarks and tests through a
+    /// transport double.
+    #[doc(hidden)]
+    pub fn over_rails(
+        self,
+        me: usize,
+        peers: usize,
+        transports: Vec<Arc<dyn Transport>>,
+        registries: Vec<MrRegistry>,
+    ) -> Result<TransferEngine, TransferError> {
+        let local = vec![true; transports.len()];
+        self.assemble(me, peers, transports, registries, local)
+    }
+
+    fn assemble(
+        self,
+        me: usize,
+        n: usize,
+        transports: Vec<Arc<dyn Transport>>,
+        registries: Vec<MrRegistry>,
+        local: Vec<bool>,
+    ) -> Result<TransferEngine, TransferError> {
         let rails = registries.len();
+        if rails == 0 || rails > MAX_RAILS || transports.len() != rails {
+            return Err(TransferError::Mismatch(format!(
+                "{rails} rails ({} transports): 1 to {MAX_RAILS}",
+                transports.len()
+            )));
+        }
         let composite: Arc<dyn Transport> = Arc::new(Rails::new(transports)?);
         let multi = MultiChannel::over(composite, registries[0].clone(), self.channel.clone());
-        let mut notifier = Notifier::new(me, n, &registries)?;
-        let mine = notifier.remote()?;
-        let rings = exchange(node, &mine, self.timeout)?;
-        notifier.connect(rings);
+        let notifier = Notifier::new(me, n, &registries)?;
         Ok(TransferEngine {
             multi,
             state: EngineState {
@@ -302,10 +337,14 @@ impl TransferEngine {
         F: for<'scope> FnOnce(&TransferScope<'_, 'scope, 'env>) -> Result<T, TransferError>,
     {
         let state = &self.state;
-        let r = run_scope(&self.multi, Unpolled::Drain, |ps: &mut PollingScope<'_, 'env, MultiChannel>| {
-            let s = TransferScope::new(RefCell::new(ps), state);
-            f(&s)
-        });
+        let r = run_scope(
+            &self.multi,
+            Unpolled::Drain,
+            |ps: &mut PollingScope<'_, 'env, MultiChannel>| {
+                let s = TransferScope::new(RefCell::new(ps), state);
+                f(&s)
+            },
+        );
         match r {
             Ok(t) => Ok(t),
             Err(ScopeError::Closure(e)) | Err(ScopeError::Both { closure: e, .. }) => Err(e),
@@ -419,5 +458,7 @@ impl TransferEngine {
 
 /// Whether `Shared` segments (targets) get the rights writes need.
 pub fn target_options() -> RegisterOptions<Shared> {
-    RegisterOptions::local().allow_remote_write().allow_remote_read()
+    RegisterOptions::local()
+        .allow_remote_write()
+        .allow_remote_read()
 }

@@ -25,9 +25,7 @@ pub enum TransferError {
         len: usize,
     },
     /// An entry's remote range is outside the peer's segment.
-    #[error(
-        "entry {entry}: {len} bytes at {offset} are outside peer {peer}'s {size}-byte segment"
-    )]
+    #[error("entry {entry}: {len} bytes at {offset} are outside peer {peer}'s {size}-byte segment")]
     RemoteOutOfRange {
         /// The entry.
         entry: usize,
@@ -42,7 +40,9 @@ pub enum TransferError {
     },
     /// An entry names a peer the job does not have, or one whose segment
     /// was not given.
-    #[error("entry {entry}: no peer {peer} (the job has {world} ranks, segments were given for {given})")]
+    #[error(
+        "entry {entry}: no peer {peer} (the job has {world} ranks, segments were given for {given})"
+    )]
     UnknownPeer {
         /// The entry.
         entry: usize,
@@ -80,7 +80,9 @@ pub enum TransferError {
     ReadNeedsExclusive,
     /// The peer's region refused the access: it was deregistered, or its
     /// key is not (or no longer) valid.
-    #[error("entry {entry} (peer {peer}, rail {rail}): the peer's region refused the access (deregistered?): {error}")]
+    #[error(
+        "entry {entry} (peer {peer}, rail {rail}): the peer's region refused the access (deregistered?): {error}"
+    )]
     RemoteAccess {
         /// The entry.
         entry: usize,

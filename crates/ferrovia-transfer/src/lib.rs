@@ -48,7 +48,7 @@ mod prepare;
 mod scoped;
 mod segment;
 
-pub use batch::{Op, Report};
+pub use batch::{MAX_RAILS, Op, Report};
 pub use engine::{TransferBuilder, TransferEngine, target_options};
 pub use error::TransferError;
 pub use list::{DescriptorList, Entry};

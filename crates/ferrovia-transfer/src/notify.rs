@@ -68,11 +68,17 @@ pub(crate) struct Notifier {
 impl Notifier {
     /// This rank's ring, registered on every rail (`registries`), for
     /// `peers` senders; the peers' rings come with [`Notifier::connect`].
-    pub(crate) fn new(me: usize, peers: usize, registries: &[MrRegistry]) -> Result<Notifier, TransferError> {
+    pub(crate) fn new(
+        me: usize,
+        peers: usize,
+        registries: &[MrRegistry],
+    ) -> Result<Notifier, TransferError> {
         let ring = Segment::alloc(
             registries,
             peers * REGION,
-            RegisterOptions::local().allow_remote_write().allow_remote_read(),
+            RegisterOptions::local()
+                .allow_remote_write()
+                .allow_remote_read(),
         )?;
         let staging = registries
             .iter()
@@ -161,7 +167,16 @@ impl Notifier {
                     "no rail to peer {target} is left for the notification"
                 )));
             };
-            match self.send_over(core, r, r * peers + target, target, seq, batch, data, deadline) {
+            match self.send_over(
+                core,
+                r,
+                r * peers + target,
+                target,
+                seq,
+                batch,
+                data,
+                deadline,
+            ) {
                 Ok(()) => {
                     self.next[target] = seq + 1;
                     return Ok(());
@@ -184,9 +199,13 @@ impl Notifier {
         data: &[u8],
         deadline: Instant,
     ) -> Result<(), TransferError> {
-        let theirs = self.remotes.get(target).and_then(|s| s.rail(rail)).ok_or_else(|| {
-            TransferError::Mismatch(format!("no ring of peer {target} on rail {rail}"))
-        })?;
+        let theirs = self
+            .remotes
+            .get(target)
+            .and_then(|s| s.rail(rail))
+            .ok_or_else(|| {
+                TransferError::Mismatch(format!("no ring of peer {target} on rail {rail}"))
+            })?;
         let mine = self.me * REGION;
         // A slot is reused only once the target has read what it held.
         while seq > self.consumed[target] + SLOTS {
@@ -213,11 +232,19 @@ impl Notifier {
         buf[DATA_AT..DATA_AT + data.len()].copy_from_slice(data);
         let record: Range<usize> = BATCH_AT..DATA_AT + data.len();
         let to = theirs.sub_region(slot + BATCH_AT as u64, record.len() as u64)?;
-        let mut buf = round_trip(core, OwnedOp::write(vpeer, OwnedBuf::Plain(buf), record, to), deadline)?;
+        let mut buf = round_trip(
+            core,
+            OwnedOp::write(vpeer, OwnedBuf::Plain(buf), record, to),
+            deadline,
+        )?;
         // The record has landed: now its sequence number.
         buf[..8].copy_from_slice(&seq.to_le_bytes());
         let to = theirs.sub_region(slot, 8)?;
-        let buf = round_trip(core, OwnedOp::write(vpeer, OwnedBuf::Plain(buf), 0..8, to), deadline)?;
+        let buf = round_trip(
+            core,
+            OwnedOp::write(vpeer, OwnedBuf::Plain(buf), 0..8, to),
+            deadline,
+        )?;
         self.staging[rail].push(buf);
         Ok(())
     }
@@ -227,7 +254,9 @@ impl Notifier {
         self.staging
             .get_mut(rail)
             .and_then(Vec::pop)
-            .ok_or_else(|| TransferError::Mismatch(format!("no staging buffer left on rail {rail}")))
+            .ok_or_else(|| {
+                TransferError::Mismatch(format!("no staging buffer left on rail {rail}"))
+            })
     }
 }
 
@@ -275,24 +304,25 @@ pub(crate) fn round_trip(
         match core.poll_owned(ticket, waker) {
             OwnedPoll::Ready(c, buf) => {
                 let OwnedBuf::Plain(buf) = buf else {
-                    return Err(TransferError::Mismatch("a staging buffer came back changed".into()));
+                    return Err(TransferError::Mismatch(
+                        "a staging buffer came back changed".into(),
+                    ));
                 };
                 if !c.status.is_success() {
-                    return Err(ferrovia_channel::TransportError::Completion(
-                        ferrovia_types::CompletionError {
-                            wr_id: c.wr_id,
-                            status: c.status,
-                            vendor_err: c.vendor_err,
-                            peer: c.peer.map(|p| p as usize),
-                        },
-                    )
-                    .into());
+                    let mut e =
+                        ferrovia_types::CompletionError::new(c.wr_id, c.status, c.vendor_err);
+                    if let Some(p) = c.peer {
+                        e = e.with_peer(p as usize);
+                    }
+                    return Err(ferrovia_channel::TransportError::Completion(e).into());
                 }
                 return Ok(buf);
             }
             OwnedPoll::Pending(t) => ticket = t,
             OwnedPoll::Gone => {
-                return Err(TransferError::Mismatch("a notification request was collected by a scope".into()));
+                return Err(TransferError::Mismatch(
+                    "a notification request was collected by a scope".into(),
+                ));
             }
         }
         if Instant::now() >= deadline {

@@ -3,8 +3,12 @@
 
 /// The NUMA node of RDMA device `name`, if sysfs says (`-1`: none).
 pub(crate) fn device_node(name: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(format!("/sys/class/infiniband/{name}/device/numa_node")).ok()?;
-    text.trim().parse::<i64>().ok().and_then(|n| u32::try_from(n).ok())
+    let text =
+        std::fs::read_to_string(format!("/sys/class/infiniband/{name}/device/numa_node")).ok()?;
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// The NUMA node of the CPU this thread last ran on: the CPU from
@@ -17,13 +21,8 @@ pub(crate) fn current_node() -> Option<u32> {
     // Field 3 is the first after the command; the CPU is field 39.
     let cpu: u32 = after.split_whitespace().nth(36)?.parse().ok()?;
     let dir = std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}")).ok()?;
-    dir.flatten().find_map(|e| {
-        e.file_name()
-            .to_str()?
-            .strip_prefix("node")?
-            .parse()
-            .ok()
-    })
+    dir.flatten()
+        .find_map(|e| e.file_name().to_str()?.strip_prefix("node")?.parse().ok())
 }
 
 #[cfg(test)]

@@ -57,10 +57,14 @@ impl Poster for OwnedPoster<'_> {
         range: std::ops::Range<usize>,
         kind: OpKind,
     ) -> Result<PieceTicket, TransportError> {
-        let pieces = self.prepared.pieces.get(rail).ok_or(TransportError::NoSuchPeer {
-            peer: vpeer,
-            count: self.prepared.pieces.len(),
-        })?;
+        let pieces = self
+            .prepared
+            .pieces
+            .get(rail)
+            .ok_or(TransportError::NoSuchPeer {
+                peer: vpeer,
+                count: self.prepared.pieces.len(),
+            })?;
         self.core
             .post_pieces_owned(pieces, vpeer, range, kind, self.lease)
     }
@@ -152,10 +156,12 @@ impl Future for OwnedBatch<'_> {
             prepared: &this.prepared,
             lease: &this.lease,
         };
-        if this
-            .flight
-            .step(&this.engine.state, &this.prepared, &mut poster, this.deadline)
-        {
+        if this.flight.step(
+            &this.engine.state,
+            &this.prepared,
+            &mut poster,
+            this.deadline,
+        ) {
             return Poll::Ready(this.flight.outcome(&this.prepared));
         }
         if Instant::now() >= this.deadline {

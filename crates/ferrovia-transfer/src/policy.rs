@@ -109,7 +109,10 @@ impl Scheduler {
             .filter(|&r| ok(r))
             .map(|r| {
                 let l = self.loads[r];
-                (r, (l.outstanding + bytes) as f64 / l.rate.max(f64::MIN_POSITIVE))
+                (
+                    r,
+                    (l.outstanding + bytes) as f64 / l.rate.max(f64::MIN_POSITIVE),
+                )
             })
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(r, _)| r)
@@ -171,7 +174,9 @@ mod tests {
     #[test]
     fn numa_local_rails_first_others_past_the_spill() {
         let mut s = Scheduler::new(
-            RailPolicy::NumaLocal { spill_bytes: 4 << 16 },
+            RailPolicy::NumaLocal {
+                spill_bytes: 4 << 16,
+            },
             2,
             vec![false, true],
         );

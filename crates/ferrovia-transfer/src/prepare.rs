@@ -72,8 +72,6 @@ pub(crate) struct Missing {
 /// inside, so submitting allocates nothing.
 pub struct PreparedList {
     pub(crate) engine: u64,
-    /// The segment's span (address, length) it was prepared on.
-    pub(crate) span: (usize, usize),
     /// Per rail: every slice as a piece, grouped by the rail's peers.
     pub(crate) pieces: Vec<Pieces<'static>>,
     /// Per slice (a piece's tag): its entry.
@@ -106,7 +104,6 @@ impl Default for PreparedList {
     fn default() -> Self {
         PreparedList {
             engine: 0,
-            span: (0, 0),
             pieces: Vec::new(),
             slice_entry: Vec::new(),
             runs: Vec::new(),
@@ -206,7 +203,10 @@ pub(crate) fn prepare<A: Access>(
             )));
         }
         let len = e.local.len() as u64;
-        if e.remote_offset.checked_add(len).is_none_or(|end| end > remote.len()) {
+        if e.remote_offset
+            .checked_add(len)
+            .is_none_or(|end| end > remote.len())
+        {
             return Err(TransferError::RemoteOutOfRange {
                 entry: i,
                 peer: e.peer,
@@ -280,10 +280,8 @@ pub(crate) fn prepare<A: Access>(
     }
     // Peers take turns, so a batch to many peers keeps them all busy.
     interleave(&mut runs, n);
-    let (addr, len) = (seg.buffer().addr(), seg.len());
     Ok(PreparedList {
         engine: shape.engine,
-        span: (addr, len),
         pieces,
         slice_entry,
         state: RefCell::new(vec![RunState::default(); runs.len()]),

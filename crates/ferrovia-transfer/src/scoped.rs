@@ -49,7 +49,12 @@ impl<'s, 'scope, 'env> TransferScope<'s, 'scope, 'env> {
             lease,
         };
         // The first runs leave now.
-        flight.step(self.eng, prepared, &mut poster, Instant::now() + self.eng.timeout);
+        flight.step(
+            self.eng,
+            prepared,
+            &mut poster,
+            Instant::now() + self.eng.timeout,
+        );
         Ok(ScopedBatch {
             scope: self,
             prepared,
@@ -78,10 +83,14 @@ impl Poster for ScopePoster<'_, '_, '_, '_> {
         range: std::ops::Range<usize>,
         kind: OpKind,
     ) -> Result<PieceTicket, TransportError> {
-        let pieces = self.prepared.pieces.get(rail).ok_or(TransportError::NoSuchPeer {
-            peer: vpeer,
-            count: self.prepared.pieces.len(),
-        })?;
+        let pieces = self
+            .prepared
+            .pieces
+            .get(rail)
+            .ok_or(TransportError::NoSuchPeer {
+                peer: vpeer,
+                count: self.prepared.pieces.len(),
+            })?;
         self.ps
             .borrow_mut()
             .post_pieces(pieces, vpeer, range, kind, self.lease)
@@ -111,7 +120,12 @@ impl ScopedBatch<'_, '_, '_, '_> {
             prepared: self.prepared,
             lease: self.lease,
         };
-        let r = flight.wait(self.scope.eng, self.prepared, &mut poster, Instant::now() + timeout);
+        let r = flight.wait(
+            self.scope.eng,
+            self.prepared,
+            &mut poster,
+            Instant::now() + timeout,
+        );
         if !matches!(r, Err(TransferError::Timeout { .. })) {
             self.flight = None;
         }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use ferrovia_channel::Lease;
 use ferrovia_mr::{
-    Access, Local, MrRegistry, RegisterOptions, RegisteredMemory, Registration,
-    RemoteMemoryRegion, WIRE_MAX_LEN,
+    Access, Local, MrRegistry, RegisterOptions, RegisteredMemory, Registration, RemoteMemoryRegion,
+    WIRE_MAX_LEN,
 };
 use ferrovia_types::AccessFlags;
 
@@ -147,7 +147,9 @@ impl RemoteSegment {
     /// From one descriptor per rail, all of one length.
     pub fn new(rails: Vec<RemoteMemoryRegion>) -> Result<RemoteSegment, TransferError> {
         let Some(first) = rails.first() else {
-            return Err(TransferError::Mismatch("a remote segment needs a rail".into()));
+            return Err(TransferError::Mismatch(
+                "a remote segment needs a rail".into(),
+            ));
         };
         if rails.iter().any(|r| r.len() != first.len()) {
             return Err(TransferError::Mismatch(

@@ -36,7 +36,10 @@ pub fn job<R: Send + 'static>(
     handles.push(thread::spawn(move || f0(0, b0(0, "127.0.0.1:0".into()))));
     let deadline = Instant::now() + T;
     let port: u16 = loop {
-        if let Some(p) = std::fs::read_to_string(&file).ok().and_then(|s| s.trim().parse().ok()) {
+        if let Some(p) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
             break p;
         }
         assert!(Instant::now() < deadline, "rank 0 never reported its port");
