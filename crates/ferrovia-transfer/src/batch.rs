@@ -380,21 +380,13 @@ impl Flight {
         let mut notifier = eng.notifier.borrow_mut();
         for &peer in &prepared.peers {
             let mut tried: Vec<usize> = Vec::new();
-            notifier.send(
-                core,
-                peer,
-                self.id,
-                &data[..len],
-                deadline,
-                |failed| {
-                    if let Some(r) = failed {
-                        tried.push(r);
-                        eng.lose(r, peer);
-                    }
-                    (0..eng.rails).find(|&r| eng.is_alive(r, peer) && !tried.contains(&r))
-                },
-                eng.peers,
-            )?;
+            notifier.send(core, peer, self.id, &data[..len], deadline, |failed| {
+                if let Some(r) = failed {
+                    tried.push(r);
+                    eng.lose(r, peer);
+                }
+                (0..eng.rails).find(|&r| eng.is_alive(r, peer) && !tried.contains(&r))
+            })?;
             self.notified += 1;
         }
         Ok(())

@@ -15,7 +15,7 @@ use ferrovia_mr::{Access, MrRegistry, RegisterOptions, Shared};
 use ferrovia_node::{Node, RailSpec};
 
 use crate::batch::{MAX_RAILS, Op};
-use crate::error::TransferError;
+use crate::error::{Rejected, TransferError};
 use crate::list::DescriptorList;
 use crate::notify::{Notification, Notifier};
 use crate::numa;
@@ -366,7 +366,7 @@ impl TransferEngine {
         lease: &Arc<Lease<'static>>,
         op: Op,
         notify: Option<&[u8]>,
-    ) -> Result<OwnedBatch<'_>, (PreparedList, TransferError)> {
+    ) -> Result<OwnedBatch<'_>, Rejected> {
         OwnedBatch::start(self, prepared, lease.clone(), op, notify)
     }
 

@@ -8,6 +8,8 @@ use ferrovia_mr::MrError;
 use ferrovia_node::NodeError;
 use ferrovia_types::{AccessFlags, CompletionError};
 
+use crate::PreparedList;
+
 /// A transfer error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -148,4 +150,24 @@ pub enum TransferError {
     /// The node (rails, exchanges, reconnects).
     #[error(transparent)]
     Node(#[from] NodeError),
+}
+
+/// An owned submission refused before anything was posted: why, and the
+/// prepared list back to submit again. `?` turns it into its
+/// [`TransferError`].
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+#[non_exhaustive]
+pub struct Rejected {
+    /// Why.
+    pub error: TransferError,
+    /// The list it was given (boxed only on this cold path, so a
+    /// `Result` of a batch stays small).
+    pub list: Box<PreparedList>,
+}
+
+impl From<Rejected> for TransferError {
+    fn from(r: Rejected) -> Self {
+        r.error
+    }
 }

@@ -36,6 +36,8 @@
 //! relative to each other; a notification lands after every piece of its
 //! batch to that peer. Nothing is ordered between peers.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 mod engine;
 mod error;
@@ -50,7 +52,7 @@ mod segment;
 
 pub use batch::{MAX_RAILS, Op, Report};
 pub use engine::{TransferBuilder, TransferEngine, target_options};
-pub use error::TransferError;
+pub use error::{Rejected, TransferError};
 pub use list::{DescriptorList, Entry};
 pub use notify::{NOTIFY_MAX, Notification};
 pub use owned::OwnedBatch;

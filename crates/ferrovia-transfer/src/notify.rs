@@ -151,8 +151,9 @@ impl Notifier {
         data: &[u8],
         deadline: Instant,
         mut rail: impl FnMut(Option<usize>) -> Option<usize>,
-        peers: usize,
     ) -> Result<(), TransferError> {
+        // One ring per peer, so the rail's virtual peer is rail * peers + target.
+        let peers = self.next.len();
         if data.len() > NOTIFY_MAX {
             return Err(TransferError::NotificationTooLong {
                 len: data.len(),

@@ -15,7 +15,7 @@ use ferrovia_channel::{ChannelCore, Lease, OpKind, PieceTicket, TransportError};
 
 use crate::batch::{Flight, Op, Poster, Report};
 use crate::engine::TransferEngine;
-use crate::error::TransferError;
+use crate::error::{Rejected, TransferError};
 use crate::prepare::PreparedList;
 
 /// A batch that holds its list and, through its runs, its lease: wait for
@@ -77,11 +77,16 @@ impl<'e> OwnedBatch<'e> {
         lease: Arc<Lease<'static>>,
         op: Op,
         notify: Option<&[u8]>,
-    ) -> Result<OwnedBatch<'e>, (PreparedList, TransferError)> {
+    ) -> Result<OwnedBatch<'e>, Rejected> {
         let eng = &engine.state;
         let mut flight = match Flight::start(eng, &prepared, op, notify, lease.writable()) {
             Ok(f) => f,
-            Err(e) => return Err((prepared, e)),
+            Err(error) => {
+                return Err(Rejected {
+                    error,
+                    list: Box::new(prepared),
+                });
+            }
         };
         let deadline = Instant::now() + eng.timeout;
         let mut poster = OwnedPoster {
@@ -126,6 +131,9 @@ impl<'e> OwnedBatch<'e> {
     }
 
     /// The prepared list back once the batch has ended; else the batch.
+    // The batch comes back by value, like `Arc::try_unwrap`'s: boxing it
+    // would allocate on every submission.
+    #[allow(clippy::result_large_err)]
     pub fn into_list(mut self) -> Result<PreparedList, OwnedBatch<'e>> {
         if !self.flight.finished() {
             return Err(self);

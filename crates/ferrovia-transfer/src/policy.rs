@@ -15,12 +15,13 @@
 use std::time::Duration;
 
 /// How runs are spread over rails.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum RailPolicy {
     /// The next alive rail, in turn.
     RoundRobin,
     /// The rail predicted to finish the run first (the default).
+    #[default]
     LeastOutstanding,
     /// Rails on this thread's NUMA node first; the others as spill-over,
     /// once the local ones have this many bytes outstanding.
@@ -28,12 +29,6 @@ pub enum RailPolicy {
         /// Outstanding bytes on the local rails before others take runs.
         spill_bytes: u64,
     },
-}
-
-impl Default for RailPolicy {
-    fn default() -> Self {
-        RailPolicy::LeastOutstanding
-    }
 }
 
 /// A rail's load, as the scheduler sees it.
@@ -91,12 +86,12 @@ impl Scheduler {
                 }
                 None
             }
-            RailPolicy::LeastOutstanding => self.soonest(bytes, |r| alive(r)),
+            RailPolicy::LeastOutstanding => self.soonest(bytes, &alive),
             RailPolicy::NumaLocal { spill_bytes } => {
                 let local = self.soonest(bytes, |r| alive(r) && self.local[r]);
                 match local {
                     Some(r) if self.loads[r].outstanding < spill_bytes => Some(r),
-                    _ => self.soonest(bytes, |r| alive(r)).or(local),
+                    _ => self.soonest(bytes, &alive).or(local),
                 }
             }
         }

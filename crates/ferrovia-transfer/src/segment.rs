@@ -44,10 +44,10 @@ impl<A: Access> Segment<A> {
         let (first, rest) = registries
             .split_first()
             .ok_or_else(|| TransferError::Mismatch("an engine with no rail".into()))?;
-        let buf = first.alloc(len, opts.clone())?;
+        let buf = first.alloc(len, opts)?;
         let aliases = rest
             .iter()
-            .map(|r| r.register_alias(&buf, opts.clone()))
+            .map(|r| r.register_alias(&buf, opts))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Segment { buf, aliases })
     }

@@ -82,18 +82,12 @@ fn submitting_a_prepared_list_allocates_nothing() {
     drop(lease);
     // Owned: the list goes into the batch and comes back.
     let lease = seg.into_lease();
-    let mut prepared = engine
-        .submit(prepared, &lease, Op::Write, None)
-        .map_err(|e| e.1)
-        .unwrap();
+    let mut prepared = engine.submit(prepared, &lease, Op::Write, None).unwrap();
     prepared.wait(t).unwrap();
     let mut prepared = prepared.into_list().unwrap();
     COUNTING.store(true, Relaxed);
     for _ in 0..20 {
-        let mut batch = engine
-            .submit(prepared, &lease, Op::Write, None)
-            .map_err(|e| e.1)
-            .unwrap();
+        let mut batch = engine.submit(prepared, &lease, Op::Write, None).unwrap();
         batch.wait(t).unwrap();
         prepared = batch.into_list().unwrap();
     }

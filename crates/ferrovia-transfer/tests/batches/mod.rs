@@ -265,6 +265,16 @@ pub fn owned_batches_hold_their_lease() {
             let src = filled(&engine, 0);
             let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
             let lease = src.into_lease();
+            // Refused before posting: the error, and the list back.
+            let rejected = engine
+                .submit(prepared, &lease, Op::Write, Some(&[0; 65]))
+                .unwrap_err();
+            assert!(matches!(
+                rejected.error,
+                TransferError::NotificationTooLong { len: 65, max: 64 }
+            ));
+            assert_eq!(rejected.list.entries(), BLOCKS);
+            let prepared = *rejected.list;
             let mut batch = engine
                 .submit(prepared, &lease, Op::Write, Some(b"one"))
                 .unwrap();

@@ -27,7 +27,7 @@ pub fn job<R: Send + 'static>(
             .backend(Backend::Ucx)
             .bootstrap_timeout(T);
         if rank == 0 {
-            b = b.report_port_to(&file_for(&id));
+            b = b.report_port_to(file_for(&id));
         }
         b.build().expect("node")
     };
