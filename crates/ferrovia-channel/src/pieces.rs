@@ -322,6 +322,15 @@ impl Lease<'static> {
 pub struct PieceTicket {
     pub(crate) index: u32,
     pub(crate) epoch: u32,
+    pub(crate) run: u64,
+}
+
+impl PieceTicket {
+    /// The run's id on its core (unique per core; what its pieces'
+    /// [`PieceError::run`] say).
+    pub fn run(&self) -> u64 {
+        self.run
+    }
 }
 
 /// What a run's ticket finds.
@@ -340,11 +349,17 @@ pub enum PieceState {
     Gone,
 }
 
-/// A piece that failed before the last of its run, with its tag.
+/// A piece that failed before the last of its run, with its tag and its
+/// run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PieceError {
     /// The tag it was pushed with.
     pub tag: u32,
+    /// The id of the run it was part of ([`PieceTicket::run`]): errors of
+    /// a run given up on can come after a later run of the same pieces
+    /// was posted.
+    pub run: u64,
     /// Its completion's error.
     pub error: CompletionError,
 }

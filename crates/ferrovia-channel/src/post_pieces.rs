@@ -45,14 +45,26 @@ impl ChannelCore {
     ) -> TransportResult<PieceTicket> {
         let depth = self.send_depth.get(peer).copied().unwrap_or(1).max(1);
         let chunk_len = CHUNK.min(depth as usize);
-        let mut tail = PieceTicket { index: 0, epoch: 0 };
+        let mut tail = PieceTicket {
+            index: 0,
+            epoch: 0,
+            run: 0,
+        };
+        let mut run_id = 0;
         let mut posted = 0;
         for chunk in run.chunks(chunk_len) {
             let mut guard = self.reserve(peer, Queue::Send, chunk.len() as u32)?;
             let st = &mut *guard;
             if st.slots.tags.is_empty() {
                 let cap = st.slots.meta.len();
-                st.slots.tags.resize(cap, u32::MAX);
+                st.slots.tags.resize(cap, (u32::MAX, 0));
+            }
+            if run_id == 0 {
+                // Its id, so a piece's error names the run it was part of
+                // (a ticket given up on leaves errors a later run of the
+                // same pieces must not take for its own).
+                st.slots.last_run += 1;
+                run_id = st.slots.last_run;
             }
             if keep.is_some() {
                 let cap = st.slots.meta.len();
@@ -70,10 +82,14 @@ impl ChannelCore {
                     m.owned = true;
                     st.slots.owned.keep(index, lease);
                 }
-                st.slots.tags[index as usize] = piece.tag;
+                st.slots.tags[index as usize] = (piece.tag, run_id);
                 fill(op, piece, kind, wr_id(index, epoch), signaled);
                 if is_tail {
-                    tail = PieceTicket { index, epoch };
+                    tail = PieceTicket {
+                        index,
+                        epoch,
+                        run: run_id,
+                    };
                 }
             }
             posted += chunk.len();
@@ -152,11 +168,12 @@ impl ChannelCore {
     /// to the piece errors.
     pub fn abandon_piece(&self, ticket: PieceTicket) {
         let mut st = self.state();
-        let tag = st.slots.tags.get(ticket.index as usize).copied();
+        let tag = st.slots.tags.get(ticket.index as usize).map(|t| t.0);
         if let Some(Some(c)) = st.slots.take_done(ticket.index, ticket.epoch) {
             if !c.status.is_success() {
                 st.slots.piece_errors.push(PieceError {
                     tag: tag.unwrap_or(u32::MAX),
+                    run: ticket.run,
                     error: error_of(&c),
                 });
             }

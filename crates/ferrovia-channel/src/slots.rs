@@ -120,9 +120,11 @@ pub(crate) struct Slots {
     pub(crate) dropped_unpolled: usize,
     /// Buffers and wakers of owned requests (`crate::owned`).
     pub(crate) owned: OwnedSlots,
-    /// Per slot: the tag of the piece in it (`crate::pieces`); allocated
-    /// on the first post of pieces.
-    pub(crate) tags: Vec<u32>,
+    /// Per slot: the tag of the piece in it and its run's id
+    /// (`crate::pieces`); allocated on the first post of pieces.
+    pub(crate) tags: Vec<(u32, u64)>,
+    /// The id of the last run of pieces posted (ids start at 1).
+    pub(crate) last_run: u64,
     /// Errors of pieces before the last of their run, oldest first, at
     /// most [`PIECE_ERRORS_KEPT`].
     pub(crate) piece_errors: Vec<PieceError>,
@@ -175,6 +177,7 @@ impl Slots {
             dropped_unpolled: 0,
             owned: OwnedSlots::default(),
             tags: Vec::new(),
+            last_run: 0,
             piece_errors: Vec::new(),
             piece_errors_dropped: 0,
         }
@@ -380,8 +383,12 @@ impl Slots {
             // piece's error goes with its tag to whoever posted it.
             if c.status != WcStatus::SUCCESS {
                 if m.piece {
-                    let tag = self.tags.get(index as usize).copied().unwrap_or(u32::MAX);
-                    self.piece_error(tag, error_of(&c));
+                    let (tag, run) = self
+                        .tags
+                        .get(index as usize)
+                        .copied()
+                        .unwrap_or((u32::MAX, 0));
+                    self.piece_error(tag, run, error_of(&c));
                 } else if !m.owned {
                     self.unobserved.push(error_of(&c));
                 }
@@ -399,9 +406,9 @@ impl Slots {
 
     /// Records a piece's error, within the bound.
     #[cold]
-    fn piece_error(&mut self, tag: u32, error: CompletionError) {
+    fn piece_error(&mut self, tag: u32, run: u64, error: CompletionError) {
         if self.piece_errors.len() < PIECE_ERRORS_KEPT {
-            self.piece_errors.push(PieceError { tag, error });
+            self.piece_errors.push(PieceError { tag, run, error });
         } else {
             self.piece_errors_dropped += 1;
         }

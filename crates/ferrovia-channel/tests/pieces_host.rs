@@ -139,6 +139,7 @@ fn a_failed_piece_is_named_by_its_tag() {
     assert_eq!(core.take_piece_errors(&mut errors), 0);
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].tag, 0);
+    assert_eq!(errors[0].run, t.run());
     assert_eq!(errors[0].error.status, WcStatus::RETRY_EXC_ERR);
     assert_eq!(
         Arc::strong_count(&lease),
@@ -146,6 +147,38 @@ fn a_failed_piece_is_named_by_its_tag() {
         "the device is done: the runs let go"
     );
     assert!(Lease::try_unwrap(lease).unwrap().is_some());
+}
+
+#[test]
+fn an_error_names_its_run_so_a_later_run_of_the_same_pieces_is_not_blamed() {
+    let double = Double::new(1, 64, Mode::Held);
+    let target = support::target(&double, cfg());
+    let core = target.core();
+    let registry = support::registry();
+    let buf = registry.alloc(64 * 20, RegisterOptions::local()).unwrap();
+    let reg = buf.registration().clone();
+    let p = pieces(&reg, 1, 20, RemoteMemoryRegion::new(0, 64 * 20, 5).unwrap());
+    let lease = Arc::new(Lease::owning(buf));
+    // The first run given up on, the second posted before the first's
+    // error comes: each error names its own run, so the second's owner
+    // does not take the first's for its own.
+    let given_up = core
+        .post_pieces_owned(&p, 0, 0..20, OpKind::Write, &lease)
+        .unwrap();
+    core.abandon_piece(given_up);
+    let again = core
+        .post_pieces_owned(&p, 0, 0..20, OpKind::Write, &lease)
+        .unwrap();
+    assert_ne!(given_up.run(), again.run());
+    double.fail_one(0); // the first run's piece 0
+    double.complete_all();
+    core.progress().unwrap();
+    let mut errors = Vec::new();
+    core.take_piece_errors(&mut errors);
+    assert_eq!(errors.len(), 1);
+    assert_eq!((errors[0].tag, errors[0].run), (0, given_up.run()));
+    // The double completes the later run as it stands.
+    assert_eq!(core.poll_piece(again), PieceState::Done);
 }
 
 #[test]

@@ -88,6 +88,8 @@ pub(crate) struct Flight {
     retried: usize,
     runs_posted: usize,
     lost: Vec<(usize, usize)>,
+    /// The completion error of the last rail this batch saw fail.
+    last_loss: Option<CompletionError>,
     bytes_per_rail: [u64; MAX_RAILS],
     failure: Option<TransferError>,
     notified: usize,
@@ -161,6 +163,7 @@ impl Flight {
             retried: 0,
             runs_posted: 0,
             lost: Vec::new(),
+            last_loss: None,
             bytes_per_rail: [0; MAX_RAILS],
             failure: None,
             notified: 0,
@@ -193,7 +196,7 @@ impl Flight {
                 return Err(TransferError::PeerUnreachable {
                     peer,
                     entry: prepared.slice_entry[run.slice as usize] as usize,
-                    last: CompletionError::new(0, ferrovia_types::WcStatus::RETRY_EXC_ERR, 0),
+                    last: self.last_loss,
                 });
             };
             let range = run.first as usize..(run.first + run.len) as usize;
@@ -294,7 +297,7 @@ impl Flight {
         poster.core().take_piece_errors(&mut self.scratch);
         let mut errors = std::mem::take(&mut self.scratch);
         for pe in &errors {
-            self.piece_failed(eng, prepared, pe.tag, pe.error)?;
+            self.piece_failed(eng, prepared, pe)?;
         }
         errors.clear();
         self.scratch = errors;
@@ -337,6 +340,7 @@ impl Flight {
                             prepared.slice_entry[(run.slice + run.len - 1) as usize] as usize;
                         return Err(fail(entry, peer, rail, e));
                     }
+                    self.last_loss = Some(e.with_peer(peer));
                     self.lose(eng, rail, peer);
                     self.retried += 1;
                     self.post_run(eng, prepared, poster, i)?;
@@ -349,18 +353,29 @@ impl Flight {
 
     /// A piece before the last of its run failed: a lost rail is noted
     /// (its run's ticket then fails and the run moves); anything else ends
-    /// the batch, naming the piece's entry.
+    /// the batch, naming the piece's entry. An error of a run this batch
+    /// does not follow (an earlier batch's, given up on; or this batch's
+    /// run on a rail it already left) is not this batch's.
     fn piece_failed(
         &mut self,
         eng: &EngineState,
         prepared: &PreparedList,
-        tag: u32,
-        e: CompletionError,
+        pe: &PieceError,
     ) -> Result<(), TransferError> {
-        let entry = prepared.slice_entry.get(tag as usize).copied().unwrap_or(0) as usize;
+        let (tag, e) = (pe.tag as usize, pe.error);
+        let ours = prepared.slice_run.get(tag).is_some_and(|&i| {
+            prepared.state.borrow()[i as usize]
+                .ticket
+                .is_some_and(|t| t.run() == pe.run)
+        });
+        if !ours {
+            return Ok(());
+        }
+        let entry = prepared.slice_entry[tag] as usize;
         let vpeer = e.peer.unwrap_or(0);
         let (rail, peer) = (vpeer / eng.peers.max(1), vpeer % eng.peers.max(1));
         if rail_class(e) {
+            self.last_loss = Some(e.with_peer(peer));
             self.lose(eng, rail, peer);
             return Ok(());
         }
@@ -380,13 +395,25 @@ impl Flight {
         let mut notifier = eng.notifier.borrow_mut();
         for &peer in &prepared.peers {
             let mut tried: Vec<usize> = Vec::new();
-            notifier.send(core, peer, self.id, &data[..len], deadline, |failed| {
-                if let Some(r) = failed {
-                    tried.push(r);
-                    eng.lose(r, peer);
-                }
-                (0..eng.rails).find(|&r| eng.is_alive(r, peer) && !tried.contains(&r))
-            })?;
+            let lost = &mut self.lost;
+            notifier
+                .send(core, peer, self.id, &data[..len], deadline, |failed| {
+                    if let Some(r) = failed {
+                        tried.push(r);
+                        if eng.lose(r, peer) {
+                            lost.push((r, peer));
+                        }
+                    }
+                    (0..eng.rails).find(|&r| eng.is_alive(r, peer) && !tried.contains(&r))
+                })
+                .map_err(|e| match e {
+                    TransferError::PeerUnreachable { peer, .. } => TransferError::PeerUnreachable {
+                        peer,
+                        entry: prepared.entries,
+                        last: self.last_loss,
+                    },
+                    e => e,
+                })?;
             self.notified += 1;
         }
         Ok(())

@@ -108,14 +108,19 @@ pub enum TransferError {
         error: CompletionError,
     },
     /// Every rail to the peer failed: it died, or the network to it did.
-    #[error("peer {peer} is unreachable on every rail (entry {entry} unfinished; last: {last})")]
+    #[error(
+        "peer {peer} is unreachable on every rail (entry {entry} unfinished){}",
+        last_failure(.last)
+    )]
     PeerUnreachable {
         /// The peer.
         peer: usize,
-        /// The first entry not done.
+        /// The first entry not done (the list's length when only the
+        /// notification was left).
         entry: usize,
-        /// The last rail's failure.
-        last: CompletionError,
+        /// The failure that took the last rail, when this batch saw it
+        /// (`None`: the rails were lost before it).
+        last: Option<CompletionError>,
     },
     /// The batch did not finish by its deadline (it may still: wait again).
     #[error("the batch did not finish within {after:?}: {pending} of {total} runs pending")]
@@ -150,6 +155,11 @@ pub enum TransferError {
     /// The node (rails, exchanges, reconnects).
     #[error(transparent)]
     Node(#[from] NodeError),
+}
+
+fn last_failure(last: &Option<CompletionError>) -> String {
+    last.map(|e| format!("; the last rail failed with {e}"))
+        .unwrap_or_default()
 }
 
 /// An owned submission refused before anything was posted: why, and the

@@ -164,9 +164,12 @@ impl Notifier {
         let mut failed = None;
         loop {
             let Some(r) = rail(failed) else {
-                return Err(TransferError::Mismatch(format!(
-                    "no rail to peer {target} is left for the notification"
-                )));
+                // The batch names the entry (none left: the list's length).
+                return Err(TransferError::PeerUnreachable {
+                    peer: target,
+                    entry: 0,
+                    last: None,
+                });
             };
             match self.send_over(
                 core,

@@ -76,6 +76,8 @@ pub struct PreparedList {
     pub(crate) pieces: Vec<Pieces<'static>>,
     /// Per slice (a piece's tag): its entry.
     pub(crate) slice_entry: Vec<u32>,
+    /// Per slice: its run (an index into `runs`).
+    pub(crate) slice_run: Vec<u32>,
     pub(crate) runs: Vec<Run>,
     pub(crate) missing: Missing,
     pub(crate) entries: usize,
@@ -106,6 +108,7 @@ impl Default for PreparedList {
             engine: 0,
             pieces: Vec::new(),
             slice_entry: Vec::new(),
+            slice_run: Vec::new(),
             runs: Vec::new(),
             missing: Missing::default(),
             entries: 0,
@@ -280,10 +283,16 @@ pub(crate) fn prepare<A: Access>(
     }
     // Peers take turns, so a batch to many peers keeps them all busy.
     interleave(&mut runs, n);
+    // A run's slices are consecutive tags.
+    let mut slice_run = vec![0u32; slice_entry.len()];
+    for (i, run) in runs.iter().enumerate() {
+        slice_run[run.slice as usize..(run.slice + run.len) as usize].fill(i as u32);
+    }
     Ok(PreparedList {
         engine: shape.engine,
         pieces,
         slice_entry,
+        slice_run,
         state: RefCell::new(vec![RunState::default(); runs.len()]),
         runs,
         missing,

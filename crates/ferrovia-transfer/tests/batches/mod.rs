@@ -377,3 +377,60 @@ pub fn a_lost_rail_moves_its_runs_and_comes_back() {
         node.barrier(&[0, 1], T).unwrap();
     });
 }
+
+/// Rank 1 leaves (its engine, segment and node dropped, the process
+/// lives on): rank 0's next batch fails typed, `PeerUnreachable` naming
+/// rank 1, within seconds, not at its 20 s deadline; the one after fails
+/// at once, both rails to rank 1 known lost. Needs a transport that
+/// detects a peer's end (tcp; shared memory does not).
+pub fn a_peer_that_leaves_is_unreachable_on_every_rail() {
+    let gone = std::sync::Arc::new(std::sync::Barrier::new(2));
+    job(2, move |rank, mut node| {
+        let (engine, target, remotes) = setup(&mut node);
+        node.barrier(&[0, 1], T).unwrap();
+        if rank == 1 {
+            drop((engine, target, node));
+            gone.wait();
+            return;
+        }
+        gone.wait();
+        let mut src = filled(&engine, 0);
+        let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+        let lease = src.lease_mut();
+        let start = Instant::now();
+        let mut outcome = Ok(());
+        // The first batch may land in socket buffers before the peer's
+        // end is seen: a few tries.
+        for _ in 0..20 {
+            match engine.scope(|s| s.submit(&prepared, &lease, Op::Write, None)?.wait(T)) {
+                Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        let took = start.elapsed();
+        println!("a batch to a peer that left: {outcome:?} after {took:?}");
+        assert!(
+            matches!(outcome, Err(TransferError::PeerUnreachable { peer: 1, .. })),
+            "{outcome:?}"
+        );
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(!engine.rail_alive(0, 1) && !engine.rail_alive(1, 1));
+        let start = Instant::now();
+        let again = engine.scope(|s| s.submit(&prepared, &lease, Op::Write, None)?.wait(T));
+        assert!(
+            matches!(
+                again,
+                Err(TransferError::PeerUnreachable {
+                    peer: 1,
+                    entry: 0,
+                    last: None
+                })
+            ),
+            "{again:?}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(1));
+    });
+}
