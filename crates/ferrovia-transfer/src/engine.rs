@@ -347,10 +347,14 @@ impl TransferEngine {
         );
         match r {
             Ok(t) => Ok(t),
-            Err(ScopeError::Closure(e)) | Err(ScopeError::Both { closure: e, .. }) => Err(e),
-            Err(ScopeError::Drain(d)) => Err(TransferError::Transport(
-                ferrovia_channel::TransportError::Config(d.to_string()),
-            )),
+            Err(ScopeError::Closure(e)) => Err(e),
+            Err(ScopeError::Both { closure, drain }) => {
+                // The closure's error says what went wrong first.
+                log::warn!("transfer: after the scope's error, draining failed too: {drain}");
+                Err(closure)
+            }
+            Err(ScopeError::Drain(d)) => Err(TransferError::Drain(d)),
+            Err(ScopeError::Nested) => Err(TransferError::NestedScope),
             Err(other) => Err(TransferError::Mismatch(other.to_string())),
         }
     }

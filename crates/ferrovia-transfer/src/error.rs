@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferrovia_channel::TransportError;
+use ferrovia_channel::{DrainError, TransportError};
 use ferrovia_mr::MrError;
 use ferrovia_node::NodeError;
 use ferrovia_types::{AccessFlags, CompletionError};
@@ -146,6 +146,15 @@ pub enum TransferError {
     /// A prepared list or segment used with an engine it was not made for.
     #[error("{0}")]
     Mismatch(String),
+    /// A scope's batches ended but draining the rails' work after them
+    /// did not (requests flushed at the drain deadline, or errors nobody
+    /// polled).
+    #[error(transparent)]
+    Drain(DrainError),
+    /// A scope over this engine is already open (scopes do not nest); the
+    /// closure did not run.
+    #[error("a scope over this engine is already open; scopes do not nest")]
+    NestedScope,
     /// The channel below.
     #[error(transparent)]
     Transport(#[from] TransportError),

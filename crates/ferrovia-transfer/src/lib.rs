@@ -53,6 +53,9 @@ mod segment;
 pub use batch::{MAX_RAILS, Op, Report};
 pub use engine::{TransferBuilder, TransferEngine, target_options};
 pub use error::{Rejected, TransferError};
+/// What a batch borrows or holds of a segment's bytes
+/// ([`Segment::lease`], [`Segment::lease_mut`], [`Segment::into_lease`]).
+pub use ferrovia_channel::Lease;
 pub use list::{DescriptorList, Entry};
 pub use notify::{NOTIFY_MAX, Notification};
 pub use owned::OwnedBatch;
