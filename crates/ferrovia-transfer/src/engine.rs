@@ -66,6 +66,34 @@ impl TransferBuilder {
         self
     }
 
+    /// The rails `FERROVIA_RAILS` names, if it is set: a count of rails
+    /// on the node's own backend (`2`), or verbs device names separated
+    /// by commas (`rxe0,rxe1`). Unset or empty, the rails stay as set.
+    /// A launcher passes it to every rank, so they agree.
+    pub fn rails_from_env(self) -> Self {
+        match std::env::var("FERROVIA_RAILS") {
+            Ok(v) => self.rails_from(&v),
+            Err(_) => self,
+        }
+    }
+
+    fn rails_from(self, v: &str) -> Self {
+        let v = v.trim();
+        if v.is_empty() {
+            return self;
+        }
+        if let Ok(n) = v.parse::<usize>() {
+            return self.same_rails(n);
+        }
+        let names: Vec<RailSpec> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(|d| RailSpec::Device(d.to_string()))
+            .collect();
+        self.rails(names)
+    }
+
     /// How runs are spread over the rails (default: least outstanding).
     pub fn policy(mut self, policy: RailPolicy) -> Self {
         self.policy = policy;
@@ -460,9 +488,31 @@ impl TransferEngine {
     }
 }
 
-/// Whether `Shared` segments (targets) get the rights writes need.
+/// The options of a target segment: memory peers write and read
+/// (`Shared`, with remote write and read). Add `.zero_based()` for
+/// descriptors that count from the segment's start.
 pub fn target_options() -> RegisterOptions<Shared> {
     RegisterOptions::local()
         .allow_remote_write()
         .allow_remote_read()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rails_from_the_environment_s_words() {
+        let b = || TransferBuilder::default().same_rails(2);
+        assert_eq!(b().rails_from("").rails, vec![RailSpec::Same; 2]);
+        assert_eq!(b().rails_from(" 3 ").rails, vec![RailSpec::Same; 3]);
+        assert_eq!(b().rails_from("0").rails, vec![RailSpec::Same]);
+        assert_eq!(
+            b().rails_from("rxe0, rxe1,").rails,
+            vec![
+                RailSpec::Device("rxe0".into()),
+                RailSpec::Device("rxe1".into())
+            ]
+        );
+    }
 }

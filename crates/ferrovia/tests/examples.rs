@@ -21,6 +21,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("accept_clients", 4, Some(&[0, 1, 2, 3])),
     #[cfg(feature = "async")]
     ("async_service", 4, None),
+    #[cfg(feature = "transfer")]
+    ("kv_transfer", 2, None),
 ];
 
 /// `target/<profile>/examples/NAME`, next to this test's `deps` folder
