@@ -217,6 +217,19 @@ pub(crate) struct EngineState {
 }
 
 impl EngineState {
+    /// The rails' peer of `peer` on `rail`, if both are in range.
+    pub(crate) fn vpeer(&self, rail: usize, peer: usize) -> Result<usize, TransferError> {
+        if rail >= self.rails || peer >= self.peers {
+            return Err(TransferError::NoSuchRail {
+                rail,
+                peer,
+                rails: self.rails,
+                peers: self.peers,
+            });
+        }
+        Ok(rail * self.peers + peer)
+    }
+
     pub(crate) fn is_alive(&self, rail: usize, peer: usize) -> bool {
         self.alive
             .borrow()
@@ -452,13 +465,7 @@ impl TransferEngine {
         peer: usize,
         timeout: Duration,
     ) -> Result<(), TransferError> {
-        if rail >= self.state.rails || peer >= self.state.peers {
-            return Err(TransferError::Mismatch(format!(
-                "no rail {rail} to peer {peer} ({} rails, {} peers)",
-                self.state.rails, self.state.peers
-            )));
-        }
-        let vpeer = rail * self.state.peers + peer;
+        let vpeer = self.state.vpeer(rail, peer)?;
         let multi = std::cell::RefCell::new(&mut self.multi);
         node.reconnect_with(
             rail as u32 + 1,
@@ -477,7 +484,7 @@ impl TransferEngine {
     /// runs are flushed and move to other rails): what losing a link does,
     /// for tests and drills.
     pub fn break_rail(&self, rail: usize, peer: usize) -> Result<(), TransferError> {
-        self.core().flush_peer(rail * self.state.peers + peer)?;
+        self.core().flush_peer(self.state.vpeer(rail, peer)?)?;
         Ok(())
     }
 

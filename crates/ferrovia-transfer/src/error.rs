@@ -140,6 +140,18 @@ pub enum TransferError {
         /// The limit.
         max: usize,
     },
+    /// A rail or peer out of the engine's range.
+    #[error("no rail {rail} to peer {peer}: the engine has {rails} rails and {peers} peers")]
+    NoSuchRail {
+        /// The rail named.
+        rail: usize,
+        /// The peer named.
+        peer: usize,
+        /// Rails the engine has.
+        rails: usize,
+        /// Peers.
+        peers: usize,
+    },
     /// A prepared list submitted again before its last batch finished.
     #[error("the prepared list's last batch has not finished")]
     Busy,

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use ferrovia_mr::{RegisterOptions, Shared};
-use ferrovia_node::Node;
+use ferrovia_node::{Backend, Node, RailSpec};
 use ferrovia_transfer::{
     DescriptorList, Op, RemoteSegment, Segment, TransferEngine, TransferError, target_options,
 };
@@ -25,7 +25,7 @@ pub const CANARY: u8 = 0xEE;
 /// margins) and every rank's target, exchanged.
 pub fn setup(node: &mut Node) -> (TransferEngine, Segment<Shared>, Vec<RemoteSegment>) {
     let engine = TransferEngine::builder()
-        .same_rails(2)
+        .rails(rails_for(node))
         .timeout(T)
         .open(node)
         .expect("engine");
@@ -40,6 +40,19 @@ pub fn setup(node: &mut Node) -> (TransferEngine, Segment<Shared>, Vec<RemoteSeg
         .all_gather(node, &target.remote().unwrap(), T)
         .expect("exchange");
     (engine, target, remotes)
+}
+
+/// Two rails: on verbs, the VM's two devices when it has them
+/// (`FERROVIA_DEVICE`, default rxe0, and `SOFTROCE_DEV1`); else two
+/// rails on the node's own backend (UCX workers, or QPs on one device).
+pub fn rails_for(node: &Node) -> Vec<RailSpec> {
+    match (node.backend(), std::env::var("SOFTROCE_DEV1")) {
+        (Backend::Verbs, Ok(second)) if !second.is_empty() => vec![
+            RailSpec::Device(std::env::var("FERROVIA_DEVICE").unwrap_or_else(|_| "rxe0".into())),
+            RailSpec::Device(second),
+        ],
+        _ => vec![RailSpec::Same; 2],
+    }
 }
 
 /// Entries: block `b` of the source to `peer`'s target at MARGIN + b × BLOCK.
@@ -215,6 +228,23 @@ pub fn bad_input_is_typed() {
                     Ok(())
                 })
                 .unwrap();
+            // Rails and peers out of range.
+            assert!(matches!(
+                engine.break_rail(2, 1),
+                Err(TransferError::NoSuchRail {
+                    rail: 2,
+                    rails: 2,
+                    ..
+                })
+            ));
+            assert!(matches!(
+                engine.break_rail(0, 9),
+                Err(TransferError::NoSuchRail {
+                    peer: 9,
+                    peers: 2,
+                    ..
+                })
+            ));
             // A read into bytes only lent shared.
             let readable = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
             engine
@@ -324,8 +354,8 @@ pub fn owned_batches_hold_their_lease() {
 
 use std::future::Future;
 
-/// A rail broken mid-batch: its runs go over the other, the batch
-/// succeeds and names the lost connection; both ranks bring the rail back
+/// A rail broken as a batch starts: its runs go over the other, the
+/// batch succeeds and names the lost connection; both ranks bring the rail back
 /// and the next batch uses both rails again.
 pub fn a_lost_rail_moves_its_runs_and_comes_back() {
     job(2, |rank, mut node| {
@@ -336,9 +366,11 @@ pub fn a_lost_rail_moves_its_runs_and_comes_back() {
             let lease = src.lease_mut();
             let report = engine
                 .scope(|s| {
-                    let mut b = s.submit(&prepared, &lease, Op::Write, Some(b"lost"))?;
+                    // Broken as the batch starts (once its runs are all
+                    // out, a fast device may have finished them first).
                     engine.break_rail(1, 1)?;
-                    b.wait(T)
+                    s.submit(&prepared, &lease, Op::Write, Some(b"lost"))?
+                        .wait(T)
                 })
                 .unwrap();
             drop(lease);

@@ -1,9 +1,9 @@
-//! A job of `n` ranks as threads of this process, over UCX (each rank a
-//! `Node` of its own, meeting at a rendezvous on loopback), for the
-//! transfer layer's host tests.
+//! A job of `n` ranks as threads of this process (each rank a `Node` of
+//! its own, meeting at a rendezvous on loopback), for the transfer
+//! layer's tests.
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -11,11 +11,25 @@ use ferrovia_node::{Backend, Node, NodeBuilder};
 
 pub const T: Duration = Duration::from_secs(20);
 
+/// The backend of this test binary's jobs: UCX unless it chose verbs
+/// (the device tests) with [`on_verbs`].
+static VERBS: AtomicBool = AtomicBool::new(false);
+
+/// This binary's jobs run on verbs.
+pub fn on_verbs() {
+    VERBS.store(true, Relaxed);
+}
+
 /// Runs `f(rank, node)` on `n` ranks at once; their results, by rank.
 pub fn job<R: Send + 'static>(
     n: usize,
     f: impl Fn(usize, Node) -> R + Send + Sync + Clone + 'static,
 ) -> Vec<R> {
+    let backend = if VERBS.load(Relaxed) {
+        Backend::Verbs
+    } else {
+        Backend::Ucx
+    };
     static JOBS: AtomicUsize = AtomicUsize::new(0);
     let id = format!("{}-{}", std::process::id(), JOBS.fetch_add(1, Relaxed));
     let file = std::env::temp_dir().join(format!("ferrovia-transfer-test-{id}.port"));
@@ -24,7 +38,7 @@ pub fn job<R: Send + 'static>(
     let build = move |rank: usize, at: String| {
         let mut b = NodeBuilder::new(rank, n, at)
             .token(token.clone())
-            .backend(Backend::Ucx)
+            .backend(backend)
             .bootstrap_timeout(T);
         if rank == 0 {
             b = b.report_port_to(file_for(&id));
