@@ -97,9 +97,21 @@ def load1():
         return None
 
 
+# --out: every JSON line goes to this file too (the VM shares the
+# workspace, so the host reads it once the guest is gone); with --quiet
+# only there.
+OUT = []
+QUIET = []
+
+
 def emit(record, human=None):
     record = {"te_bench": 1, **record}
-    print(json.dumps(record), flush=True)
+    line = json.dumps(record)
+    if not QUIET:
+        print(line, flush=True)
+    for path in OUT:
+        with open(path, "a") as f:
+            f.write(line + "\n")
     if human:
         print(f"te_bench: {human}", flush=True)
 
@@ -151,6 +163,17 @@ def die_with_parent():
     # xtask, a timeout) to hold its listeners and its memory.
     import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def device_packets(device):
+    """Packets the RDMA device has sent (soft-RoCE counts them): that a
+    cell's writes went over it, not over a TCP fallback."""
+    path = f"/sys/class/infiniband/{device}/ports/1/hw_counters/sent_pkts"
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def log_size(path):
@@ -275,6 +298,7 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
         serial += 1
         pair = Pair(args, env, cells, buffer, logdir, serial)
         index, timeout, finished = None, args.start_timeout, 0
+        marks, packets = [0, 0], None
         try:
             while True:
                 event = pair.event(timeout)
@@ -283,6 +307,7 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
                 if event.get("event") == "start":
                     index, timeout = event["index"], args.cell_timeout
                     marks = [log_size(log) for log in pair.logs]
+                    packets = device_packets(args.device) if args.device else None
                 elif event.get("event") == "result":
                     if not event.get("ok"):
                         # What the engine logged meanwhile says why.
@@ -291,6 +316,9 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
                         for role, said in zip(("target", "initiator"), words):
                             if said:
                                 event["reason"] += f" ({role}'s log: {said})"
+                    after = device_packets(args.device) if packets is not None else None
+                    if after is not None:
+                        event["device_pkts"] = after - packets
                     yield cells[event["index"]], event
                     index, timeout, finished = None, args.start_timeout, finished + 1
             if event == "timeout":
@@ -434,7 +462,13 @@ def main():
     p.add_argument("--netns", choices=["auto", "on", "off"], default="auto",
                    help="auto: a namespace with only lo for tcp")
     p.add_argument("--log-dir", help="keep the peers' stderr here")
+    p.add_argument("--out", help="append the JSON lines to this file too")
+    p.add_argument("--quiet", action="store_true",
+                   help="with --out: the JSON lines go only there")
     args = p.parse_args()
+    if args.out:
+        OUT.append(args.out)
+        QUIET.extend([True] if args.quiet else [])
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     started = time.monotonic()
 
