@@ -176,6 +176,12 @@ def device_packets(device):
         return None
 
 
+# What the engine logs on every good start, error level or not.
+NOISE = ("Local segment descriptor not found",
+         "Logging before InitGoogleLogging",
+         "Using default malloc/free")
+
+
 def log_size(path):
     try:
         return os.path.getsize(path)
@@ -193,7 +199,8 @@ def last_words(path, since=0, levels="EF", fallback=True):
             text = f.read().decode(errors="replace")
     except OSError:
         return ""
-    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    lines = [l.strip() for l in text.splitlines()
+             if l.strip() and not any(n in l for n in NOISE)]
     for line in reversed(lines):
         if line[:1] in levels and line[1:5].isdigit():
             return line[:240]
@@ -257,17 +264,19 @@ class Pair:
         except ValueError:
             return {"event": "noise", "line": line.decode(errors="replace")}
 
-    def why(self):
-        """Why the pair stopped: exit statuses and the last words."""
+    def why(self, marks):
+        """Why the pair stopped: exit statuses and the last words each
+        peer logged after `marks`."""
         parts = []
-        for role, proc, log in zip(("initiator", "target"),
-                                   (self.initiator, self.target), self.logs[::-1]):
+        for role, proc, log, mark in zip(("initiator", "target"),
+                                         (self.initiator, self.target),
+                                         self.logs[::-1], marks[::-1]):
             status = proc.poll()
             if status not in (0, None):
-                words = last_words(log)
+                words = last_words(log, mark)
                 parts.append(f"{role} {exit_reason(status)}" + (f": {words}" if words else ""))
         if not parts:
-            words = last_words(self.logs[1]) or last_words(self.logs[0])
+            words = last_words(self.logs[1], marks[1]) or last_words(self.logs[0], marks[0])
             parts.append(words or "no reason given")
         return "; ".join(parts)
 
@@ -319,6 +328,10 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
                     after = device_packets(args.device) if packets is not None else None
                     if after is not None:
                         event["device_pkts"] = after - packets
+                        if event["device_pkts"] == 0 and event.get("ok"):
+                            event.update(ok=False, reason=(
+                                f"{args.device} sent no packets: the engine did not "
+                                "write over RDMA"))
                     yield cells[event["index"]], event
                     index, timeout, finished = None, args.start_timeout, finished + 1
             if event == "timeout":
@@ -328,7 +341,7 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
                 pair.close(0)
             else:
                 pair.close(10)
-                reason = pair.why()
+                reason = pair.why(marks)
         finally:
             pair.close(0)
         if index is not None:
@@ -371,11 +384,13 @@ def enter_netns(args):
         return False, None
     for tool in ("unshare", "ip"):
         if not shutil.which(tool):
-            return False, f"no {tool} on PATH to make a network namespace"
+            return False, (f"no {tool} on PATH to make a network namespace, and "
+                           "Mooncake's listeners bind every address (--netns off runs it anyway)")
     probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         return False, ("cannot make a network namespace (unshare --net: "
-                       f"{probe.stderr.strip() or probe.returncode})")
+                       f"{probe.stderr.strip() or probe.returncode}), and Mooncake's "
+                       "listeners bind every address (--netns off runs it anyway)")
     env = dict(os.environ, **{IN_NETNS: "1"})
     argv = ["unshare", "--net", "--", sys.executable, os.path.abspath(__file__),
             *sys.argv[1:]]
@@ -472,7 +487,7 @@ def main():
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     started = time.monotonic()
 
-    in_netns, netns_problem = enter_netns(args)
+    in_netns, problem = enter_netns(args)
     shape_list = shapes(args.shapes)
     cells = plan(args, shape_list)
     env = peer_env(args)
@@ -483,11 +498,16 @@ def main():
               interfaces=" ".join(sorted(os.listdir("/sys/class/net"))),
               **versions(args.python)),
          f"{args.protocol} on {args.device or 'no device'}, {'in a netns with only lo' if in_netns else 'in this network namespace'}; {mc_env}")
-    if netns_problem:
-        for cell in cells:
-            emit(dict(protocol=args.protocol, **cell, ok=False,
-                      reason=f"{netns_problem}: Mooncake's listeners bind every address "
-                             "(--netns off runs it anyway)"))
+    if args.protocol == "rdma" and not os.path.isdir(f"/sys/class/infiniband/{args.device}"):
+        # The engine would find no device and run over TCP without a word.
+        problem = (f"no RDMA device {args.device!r} here (/sys/class/infiniband), "
+                         "and the engine would fall back to TCP silently")
+    if problem:
+        done = [(cell, dict(ok=False, reason=problem)) for cell in cells]
+        for cell, result in done:
+            emit(dict(protocol=args.protocol, **cell, **result),
+                 human_result(cell, result, args.protocol))
+        summarize(args.protocol, done)
         return 3
 
     # Each side registers one buffer that holds the largest batch; a shape
