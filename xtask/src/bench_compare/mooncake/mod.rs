@@ -134,6 +134,8 @@ pub(crate) struct Run {
     /// variables), `netns`, `kernel`, `load1`...
     pub(crate) config: BTreeMap<String, String>,
     pub(crate) runs: Vec<Measurement>,
+    /// What went wrong around the runs (a VM that failed midway).
+    pub(crate) notes: Vec<String>,
 }
 
 impl Run {
@@ -141,6 +143,7 @@ impl Run {
         Run {
             config: records::config(text),
             runs: text.lines().filter_map(records::measurement).collect(),
+            notes: Vec::new(),
         }
     }
 }
@@ -219,15 +222,21 @@ pub(crate) fn run_in_vm(venv: &Venv, opts: &Options) -> Result<std::result::Resu
     options.timeout = opts.budget + opts.cell_timeout + Duration::from_secs(180);
     options.smp = Some(2);
     options.mem = opts.vm_mem.clone();
-    let status = match vm::run(&options) {
-        Ok(status) => status,
-        Err(failure) => return Ok(Err(format!("the VM failed: {failure}"))),
-    };
+    let status = vm::run(&options);
     signals::check()?;
-    let run = Run::from_text(&scratch.read());
+    // What the guest wrote before a VM failure still counts.
+    let mut run = Run::from_text(&scratch.read());
+    match status {
+        Ok(0) => {}
+        Ok(s) => run
+            .notes
+            .push(format!("te_bench.py in the VM ended with exit status {s}")),
+        Err(failure) => run.notes.push(format!("the VM failed: {failure}")),
+    }
     if run.runs.is_empty() {
         return Ok(Err(format!(
-            "te_bench.py gave no runs in the VM (exit status {status})"
+            "te_bench.py gave no runs in the VM: {}",
+            run.notes.join("; ")
         )));
     }
     Ok(Ok(run))
@@ -354,6 +363,9 @@ pub(crate) fn command(which: &str, smoke: bool) -> Result<u8> {
                     .collect();
                 say!("\n{title} ({})\n", config.join("; "));
                 say!("{}", tables(&title, &records::medians(&run.runs)));
+                for note in &run.notes {
+                    say!("- {note}");
+                }
             }
             Err(reason) => say!("\n{title}: no runs: {reason}"),
         }
