@@ -434,6 +434,20 @@ mod tests {
     }
 
     #[test]
+    fn bench_mooncake_takes_a_transport() {
+        for (words, want) in [
+            (&["bench-mooncake"][..], ("all", false)),
+            (&["bench-mooncake", "tcp", "--smoke"], ("tcp", true)),
+        ] {
+            let Command::BenchMooncake { transport, smoke } = parse(words).unwrap() else {
+                panic!("{words:?}")
+            };
+            assert_eq!((transport.as_str(), smoke), want);
+        }
+        assert!(parse(&["bench-mooncake", "udp"]).is_err());
+    }
+
+    #[test]
     fn device_tests_get_back_what_the_host_passes() {
         let binaries = vec![
             TestBinary {
