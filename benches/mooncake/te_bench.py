@@ -22,6 +22,7 @@ Over tcp it runs in a network namespace of its own that has only `lo`
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -199,7 +200,9 @@ def main():
     emit(dict(kind="config", protocol=args.protocol, device=args.device,
               netns=in_netns, env=mc_env, kernel=os.uname().release,
               vm=os.environ.get("SOFTROCE_VM") == "1", load1=load1(),
-              interfaces=" ".join(sorted(os.listdir("/sys/class/net"))),
+              # if_nameindex asks this namespace; /sys/class/net shows
+              # the one sysfs was mounted in.
+              interfaces=" ".join(sorted(n for _, n in socket.if_nameindex())),
               **versions(args.python)),
          f"{args.protocol} on {args.device or 'no device'}, {'in a netns with only lo' if in_netns else 'in this network namespace'}; {mc_env}")
     if args.protocol == "rdma" and not os.path.isdir(f"/sys/class/infiniband/{args.device}"):

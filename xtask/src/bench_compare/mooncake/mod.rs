@@ -14,6 +14,7 @@ pub(crate) mod venv;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -136,20 +137,32 @@ pub(crate) struct Run {
     pub(crate) runs: Vec<Measurement>,
     /// What went wrong around the runs (a VM that failed midway).
     pub(crate) notes: Vec<String>,
+    /// The JSON lines themselves.
+    pub(crate) text: String,
 }
 
 impl Run {
-    fn from_text(text: &str) -> Run {
+    /// What te_bench.py's JSON lines say.
+    pub(crate) fn from_text(text: &str) -> Run {
         Run {
             config: records::config(text),
             runs: text.lines().filter_map(records::measurement).collect(),
             notes: Vec::new(),
+            text: text.to_string(),
         }
     }
 }
 
-/// The command line of te_bench.py over `transport`.
-fn script_words(venv: &Venv, transport: &Transport, opts: &Options) -> Vec<OsString> {
+/// The command line of te_bench.py over `transport`, its JSON lines going
+/// to `out` only (its human lines to stdout): what [`run_on_host`] and
+/// [`run_in_vm`] run, for a caller that runs it elsewhere (inside the VM
+/// boot of the verbs pairs) and reads `out` with [`Run::from_text`].
+pub(crate) fn command_line(
+    venv: &Venv,
+    transport: &Transport,
+    opts: &Options,
+    out: &Path,
+) -> Vec<OsString> {
     let mut words: Vec<OsString> = vec![
         venv.python.clone().into(),
         workspace::root().join(SCRIPT).into(),
@@ -158,6 +171,7 @@ fn script_words(venv: &Venv, transport: &Transport, opts: &Options) -> Vec<OsStr
     ];
     words.extend(transport.args().map(OsString::from));
     words.extend(opts.args().into_iter().map(OsString::from));
+    words.extend(["--out".into(), out.into(), "--quiet".into()]);
     words
 }
 
@@ -172,7 +186,7 @@ pub(crate) fn run_on_host(
 ) -> Result<std::result::Result<Run, String>> {
     workspace::enter_root()?;
     let scratch = ScratchFile::new("mooncake")?;
-    let words = with_out(script_words(venv, transport, opts), &scratch);
+    let words = command_line(venv, transport, opts, scratch.path());
     let mut cmd = Command::new(&words[0]);
     cmd.args(&words[1..])
         .stdin(Stdio::null())
@@ -202,12 +216,6 @@ pub(crate) fn run_on_host(
     Ok(Ok(run))
 }
 
-/// `words` with the JSON lines sent to `scratch` only.
-fn with_out(mut words: Vec<OsString>, scratch: &ScratchFile) -> Vec<OsString> {
-    words.extend(["--out".into(), scratch.path().into(), "--quiet".into()]);
-    words
-}
-
 /// Runs te_bench.py over RDMA on soft-RoCE `rxe0` in one VM boot (TCG, 2
 /// vCPUs, `opts.vm_mem`); the guest writes the JSON lines into a scratch
 /// file of the shared workspace, read once the VM is gone.
@@ -217,7 +225,7 @@ pub(crate) fn run_in_vm(venv: &Venv, opts: &Options) -> Result<std::result::Resu
     let transport = Transport::Rdma {
         device: "rxe0".into(),
     };
-    let words = with_out(script_words(venv, &transport, opts), &scratch);
+    let words = command_line(venv, &transport, opts, scratch.path());
     let mut options = VmOptions::new(words);
     options.timeout = opts.budget + opts.cell_timeout + Duration::from_secs(180);
     options.smp = Some(2);
@@ -341,7 +349,8 @@ pub(crate) fn command(which: &str, smoke: bool) -> Result<u8> {
     let mut out = Vec::new();
     if which != "rdma" {
         out.push((
-            "Mooncake tcp".to_string(),
+            "tcp",
+            "Mooncake tcp",
             run_on_host(&venv, &Transport::Tcp, &opts)?,
         ));
     }
@@ -350,19 +359,27 @@ pub(crate) fn command(which: &str, smoke: bool) -> Result<u8> {
             Some(device) => run_on_host(&venv, &Transport::Rdma { device }, &opts)?,
             None => run_in_vm(&venv, &opts)?,
         };
-        out.push(("Mooncake rdma".to_string(), run));
+        out.push(("rdma", "Mooncake rdma", run));
     }
     let mut any = false;
-    for (title, run) in out {
+    for (key, title, run) in out {
         match run {
             Ok(run) => {
                 any = true;
+                // Every run's numbers, for a closer look than the medians.
+                let raw = workspace::root().join(format!("target/xtask/mooncake-{key}.jsonl"));
+                if std::fs::write(&raw, &run.text).is_ok() {
+                    say!(
+                        "\nxtask bench: the runs' JSON lines are in {}",
+                        raw.display()
+                    );
+                }
                 let config: Vec<String> = ["mooncake", "python", "env", "netns", "kernel"]
                     .iter()
                     .filter_map(|k| run.config.get(*k).map(|v| format!("{k}: {v}")))
                     .collect();
                 say!("\n{title} ({})\n", config.join("; "));
-                say!("{}", tables(&title, &records::medians(&run.runs)));
+                say!("{}", tables(title, &records::medians(&run.runs)));
                 for note in &run.notes {
                     say!("- {note}");
                 }
@@ -382,10 +399,11 @@ mod tests {
         let venv = Venv {
             python: "/v/bin/python".into(),
         };
-        let words: Vec<String> = script_words(&venv, &Transport::Tcp, &Options::full())
-            .iter()
-            .map(|w| w.to_string_lossy().into_owned())
-            .collect();
+        let words: Vec<String> =
+            command_line(&venv, &Transport::Tcp, &Options::full(), "/o".as_ref())
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
         assert_eq!(words[0], "/v/bin/python");
         assert!(words[1].ends_with(SCRIPT));
         let after = |flag: &str| {
@@ -400,6 +418,8 @@ mod tests {
         );
         assert_eq!(after("--modes"), "sync,async,notify");
         assert_eq!(after("--reps"), "3");
+        assert_eq!(after("--out"), "/o");
+        assert_eq!(words.last().map(String::as_str), Some("--quiet"));
         let rdma = Transport::Rdma {
             device: "rxe0".into(),
         };
