@@ -144,10 +144,16 @@ pub(crate) struct Run {
 impl Run {
     /// What te_bench.py's JSON lines say.
     pub(crate) fn from_text(text: &str) -> Run {
+        let mut notes = Vec::new();
+        if records::device_packets(text) == Some(0.0) {
+            notes.push(
+                "the RDMA device sent no packets during the runs: the engine did not use it".into(),
+            );
+        }
         Run {
             config: records::config(text),
             runs: text.lines().filter_map(records::measurement).collect(),
-            notes: Vec::new(),
+            notes,
             text: text.to_string(),
         }
     }

@@ -169,8 +169,6 @@ pub(crate) struct Numbers {
     /// Latency runs: per sync write, submission to completion.
     pub(crate) median_us: Option<f64>,
     pub(crate) p99_us: Option<f64>,
-    /// Packets the RDMA device sent during the run (rdma only).
-    pub(crate) device_pkts: Option<f64>,
 }
 
 /// One run of te_bench.py.
@@ -213,7 +211,6 @@ pub(crate) fn measurement(line: &str) -> Option<Measurement> {
             notified_secs: num("notified_secs"),
             median_us: num("median_us"),
             p99_us: num("p99_us"),
-            device_pkts: num("device_pkts"),
         })
     } else {
         Err(obj.get("reason").map_or_else(
@@ -240,6 +237,16 @@ pub(crate) fn config(text: &str) -> BTreeMap<String, String> {
         .find(|o| o.get("kind") == Some(&Value::Str("config".into())))
         .map(|o| o.into_iter().map(|(k, v)| (k, v.text())).collect())
         .unwrap_or_default()
+}
+
+/// The packets the RDMA device sent over the whole run, from te_bench.py's
+/// `device` record (rdma only): 0 means the engine wrote over something
+/// else.
+pub(crate) fn device_packets(text: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(flat_object)
+        .find(|o| o.get("kind") == Some(&Value::Str("device".into())))
+        .and_then(|o| o.get("sent_pkts").and_then(Value::num))
 }
 
 /// The medians of one mode and shape over its repetitions.
@@ -316,7 +323,6 @@ pub(crate) fn medians(runs: &[Measurement]) -> Vec<Median> {
                 notified_secs: of(|n| n.notified_secs),
                 median_us: of(|n| n.median_us),
                 p99_us: of(|n| n.p99_us),
-                device_pkts: of(|n| n.device_pkts),
             },
             failure: group.iter().rev().find_map(|r| r.outcome.clone().err()),
         });
@@ -393,6 +399,9 @@ te_bench: median tcp async 10000 x 4 KiB (2/3 runs): 117.2 MB/s
         );
         assert_eq!(runs[4].kind, Kind::Latency);
         assert_eq!(runs[4].outcome.as_ref().unwrap().median_us, Some(27.1));
+        assert_eq!(device_packets(OUTPUT), None);
+        let rdma = r#"{"te_bench": 1, "kind": "device", "device": "rxe0", "sent_pkts": 0}"#;
+        assert_eq!(device_packets(rdma), Some(0.0));
         let config = config(OUTPUT);
         assert_eq!(config["mooncake"], "0.3.13.post1");
         assert_eq!(config["netns"], "true");
