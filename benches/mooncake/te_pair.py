@@ -173,9 +173,10 @@ def run_cells(args, env, cells, buffer, logdir, budget_end):
                     index, timeout, finished = None, args.start_timeout, finished + 1
                     if not event.get("ok"):
                         # A batch the binding gave up on is freed with its
-                        # writes still queued (its own TODO says so): the
-                        # cell after it hung until killed. A fresh pair
-                        # runs the rest.
+                        # writes still queued (its own TODO says so): over
+                        # tcp the 1,000-entry batches after a failed
+                        # 10,000-entry one failed too, and passed in a
+                        # fresh pair. A fresh pair runs the rest.
                         event = "failed"
                         break
             if event == "failed":
