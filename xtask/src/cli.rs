@@ -123,6 +123,16 @@ enum Command {
         #[arg(value_parser = transport)]
         transports: Vec<Transport>,
     },
+    /// The Mooncake Transfer Engine's batch rows alone (its venv made if
+    /// missing): tcp on the host, rdma on the host's device or in the VM.
+    #[command(hide = true)]
+    BenchMooncake {
+        #[arg(default_value = "all", value_parser = ["tcp", "rdma", "all"])]
+        transport: String,
+        /// Small batches once, not every shape 3 times.
+        #[arg(long)]
+        smoke: bool,
+    },
     /// Only the layering check of `test`.
     #[command(hide = true)]
     Layering,
@@ -278,6 +288,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
             barrier,
             transports,
         } => bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), transports),
+        Command::BenchMooncake { transport, smoke } => {
+            bench_compare::mooncake::command(&transport, smoke)
+        }
         Command::Layering => layering::command(),
         Command::TwoHost => two_host::EXCHANGE.command(),
         Command::TwoHostByAddress => two_host_by_address::BY_ADDRESS.command(),
@@ -418,6 +431,20 @@ mod tests {
             (timeout, usize::from(ranks), program, args),
             (Some(job.timeout), job.ranks, job.program, job.args)
         );
+    }
+
+    #[test]
+    fn bench_mooncake_takes_a_transport() {
+        for (words, want) in [
+            (&["bench-mooncake"][..], ("all", false)),
+            (&["bench-mooncake", "tcp", "--smoke"], ("tcp", true)),
+        ] {
+            let Command::BenchMooncake { transport, smoke } = parse(words).unwrap() else {
+                panic!("{words:?}")
+            };
+            assert_eq!((transport.as_str(), smoke), want);
+        }
+        assert!(parse(&["bench-mooncake", "udp"]).is_err());
     }
 
     #[test]
