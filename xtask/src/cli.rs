@@ -39,7 +39,7 @@ enum Command {
         #[arg(long)]
         down: bool,
     },
-    /// Run CMD in a qemu VM that has soft-RoCE device rxe0.
+    /// Run CMD in a qemu VM that has soft-RoCE devices rxe0 and rxe1.
     ///
     /// The host's / is read-only with a RAM overlay, the current directory
     /// read-write. Exits with CMD's status (124: --timeout expired, 125:
@@ -160,7 +160,8 @@ struct VmArgs {
     /// vCPUs per guest [default: 2; 1 with --hosts 2].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     smp: Option<u32>,
-    /// 1, or 2 VMs joined by a virtual wire (192.168.78.1 and .2).
+    /// 1, or 2 VMs joined by two virtual wires (rxe0: 192.168.78.1 and .2,
+    /// rxe1: 192.168.88.1 and .2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     hosts: u8,
     /// How qemu runs the guests.
