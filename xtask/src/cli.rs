@@ -39,7 +39,7 @@ enum Command {
         #[arg(long)]
         down: bool,
     },
-    /// Run CMD in a qemu VM that has soft-RoCE device rxe0.
+    /// Run CMD in a qemu VM that has soft-RoCE devices rxe0 and rxe1.
     ///
     /// The host's / is read-only with a RAM overlay, the current directory
     /// read-write. Exits with CMD's status (124: --timeout expired, 125:
@@ -123,6 +123,16 @@ enum Command {
         #[arg(value_parser = transport)]
         transports: Vec<Transport>,
     },
+    /// The Mooncake Transfer Engine's batch rows alone (its venv made if
+    /// missing): tcp on the host, rdma on the host's device or in the VM.
+    #[command(hide = true)]
+    BenchMooncake {
+        #[arg(default_value = "all", value_parser = ["tcp", "rdma", "all"])]
+        transport: String,
+        /// Small batches once, not every shape 3 times.
+        #[arg(long)]
+        smoke: bool,
+    },
     /// Only the layering check of `test`.
     #[command(hide = true)]
     Layering,
@@ -150,7 +160,8 @@ struct VmArgs {
     /// vCPUs per guest [default: 2; 1 with --hosts 2].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     smp: Option<u32>,
-    /// 1, or 2 VMs joined by a virtual wire (192.168.78.1 and .2).
+    /// 1, or 2 VMs joined by two virtual wires (rxe0: 192.168.78.1 and .2,
+    /// rxe1: 192.168.88.1 and .2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     hosts: u8,
     /// How qemu runs the guests.
@@ -278,6 +289,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
             barrier,
             transports,
         } => bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), transports),
+        Command::BenchMooncake { transport, smoke } => {
+            bench_compare::mooncake::command(&transport, smoke)
+        }
         Command::Layering => layering::command(),
         Command::TwoHost => two_host::EXCHANGE.command(),
         Command::TwoHostByAddress => two_host_by_address::BY_ADDRESS.command(),
@@ -418,6 +432,20 @@ mod tests {
             (timeout, usize::from(ranks), program, args),
             (Some(job.timeout), job.ranks, job.program, job.args)
         );
+    }
+
+    #[test]
+    fn bench_mooncake_takes_a_transport() {
+        for (words, want) in [
+            (&["bench-mooncake"][..], ("all", false)),
+            (&["bench-mooncake", "tcp", "--smoke"], ("tcp", true)),
+        ] {
+            let Command::BenchMooncake { transport, smoke } = parse(words).unwrap() else {
+                panic!("{words:?}")
+            };
+            assert_eq!((transport.as_str(), smoke), want);
+        }
+        assert!(parse(&["bench-mooncake", "udp"]).is_err());
     }
 
     #[test]

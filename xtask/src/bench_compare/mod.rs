@@ -19,6 +19,7 @@
 //! the UCX pairs alone and only prints their table.
 
 mod doc;
+pub(crate) mod mooncake;
 mod pair;
 mod pairs;
 mod parse;

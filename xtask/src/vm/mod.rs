@@ -1,7 +1,8 @@
 //! `cargo xtask vm [OPTIONS] -- CMD ARGS...` (options in [`crate::cli`]):
 //! runs CMD inside a throwaway
-//! qemu VM that has a real soft-RoCE device (`rxe0`), for hosts whose own
-//! kernel has no RDMA and cannot load modules. See docs/soft-roce.md.
+//! qemu VM that has real soft-RoCE devices (`rxe0`, and `rxe1` on a second
+//! rail), for hosts whose own kernel has no RDMA and cannot load modules.
+//! See docs/soft-roce.md.
 
 mod cache;
 mod guest;
@@ -136,13 +137,13 @@ fn vm_failure(failure: Failure) -> Failure {
 
 /// Unix socket paths are limited to 107 bytes.
 fn check_socket_path(guest: &guest::Guest) -> Result<()> {
-    if let guest::GuestNet::Wire { local_socket, .. } = &guest.net
-        && local_socket.as_os_str().len() > 100
-    {
-        return Err(Failure::new(format!(
-            "socket path too long for a unix socket: {} (set FERROVIA_VM_CACHE to a shorter directory)",
-            local_socket.display()
-        )));
+    for wire in guest.wires() {
+        if wire.local_socket.as_os_str().len() > 100 {
+            return Err(Failure::new(format!(
+                "socket path too long for a unix socket: {} (set FERROVIA_VM_CACHE to a shorter directory)",
+                wire.local_socket.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::vm::guest::{Guest, GuestNet};
+use crate::vm::guest::Guest;
 use crate::vm::kernel::Kernel;
 use crate::vm::run_dir::RunDir;
 
@@ -119,21 +119,20 @@ pub(crate) fn command(
             &format!("virtserialport,chardev={id},name=ferrovia.std{id}"),
         ]);
     }
-    if let GuestNet::Wire {
-        mac,
-        local_socket,
-        remote_socket,
-        ..
-    } = &guest.net
-    {
+    // One NIC per wired rail, in rail order: the guest names them eth0,
+    // eth1 in PCI order, which is this order (stage 2 checks the MACs).
+    for (n, wire) in guest.wires().enumerate() {
         // dgram, not socket/stream: Nagle on a stream adds ~22 ms per trip
         // and makes rxe retransmit.
-        let mut netdev = OsString::from("dgram,id=n0,local.type=unix,local.path=");
-        netdev.push(escape(local_socket));
+        let mut netdev = OsString::from(format!("dgram,id=n{n},local.type=unix,local.path="));
+        netdev.push(escape(&wire.local_socket));
         netdev.push(",remote.type=unix,remote.path=");
-        netdev.push(escape(remote_socket));
+        netdev.push(escape(&wire.remote_socket));
         qemu.arg("-netdev").arg(netdev);
-        qemu.args(["-device", &format!("virtio-net-pci,netdev=n0,mac={mac}")]);
+        qemu.args([
+            "-device",
+            &format!("virtio-net-pci,netdev=n{n},mac={}", wire.mac),
+        ]);
     }
     qemu.stdin(Stdio::null());
     qemu

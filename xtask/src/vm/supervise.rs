@@ -9,7 +9,7 @@ use crate::failure::{Failure, Result, STATUS_TIMEOUT, STATUS_VM_FAILURE};
 use crate::out::Sink;
 use crate::process::{Lines, Watched};
 use crate::signals;
-use crate::vm::guest::{Guest, GuestNet, RXE};
+use crate::vm::guest::Guest;
 use crate::vm::relay::Relay;
 use crate::vm::run_dir::RunDir;
 
@@ -88,8 +88,8 @@ fn attempt_boot(
     let mut started = Vec::with_capacity(runs.len());
     for run in runs {
         run.dir.clear_markers();
-        if let GuestNet::Wire { local_socket, .. } = &run.guest.net {
-            let _ = std::fs::remove_file(local_socket);
+        for wire in run.guest.wires() {
+            let _ = std::fs::remove_file(&wire.local_socket);
         }
         let prefix = several.then(|| format!("[host {}] ", run.guest.index));
         let relay = |fifo: std::path::PathBuf, sink: Sink| {
@@ -123,8 +123,10 @@ fn attempt_boot(
                 } else {
                     String::new()
                 };
+                let devices: Vec<&str> = run.guest.rails.iter().map(|r| r.rxe).collect();
                 eprintln!(
-                    "xtask vm: {host}{RXE} up after {:.1} s",
+                    "xtask vm: {host}{} up after {:.1} s",
+                    devices.join(", "),
                     boot_start.elapsed().as_secs_f64()
                 );
             }
