@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{ChannelCore, OpKind, PieceError, PieceState, PieceTicket, TransportError};
-use ferrovia_types::{CompletionError, WcClass};
+use ferrovia_types::{CompletionError, WcClass, WcStatus};
 
 use crate::engine::EngineState;
 use crate::error::TransferError;
@@ -177,21 +177,30 @@ impl Flight {
     }
 
     /// Posts `run` on the best alive rail to its peer; a rail that refuses
-    /// (broken) leaves the set and the next is tried.
+    /// (broken) leaves the set and the next is tried. With `roomy`, only
+    /// among rails whose queue to the peer has room for a run now (else
+    /// `Ok(false)`: nothing posted, as no alive rail has room): posting on
+    /// a full queue would wait there for room while another rail idles.
     fn post_run(
         &mut self,
         eng: &EngineState,
         prepared: &PreparedList,
         poster: &mut dyn Poster,
         i: usize,
-    ) -> Result<(), TransferError> {
+        roomy: bool,
+    ) -> Result<bool, TransferError> {
         let run = prepared.runs[i];
         let peer = run.peer as usize;
         loop {
+            let core = poster.core();
+            let has_room = |r: usize| !roomy || core.send_room(r * eng.peers + peer) >= LOW_ROOM;
             let rail = eng
                 .sched
                 .borrow_mut()
-                .pick(run.bytes, |r| eng.is_alive(r, peer));
+                .pick(run.bytes, |r| eng.is_alive(r, peer) && has_room(r));
+            if rail.is_none() && roomy && (0..eng.rails).any(|r| eng.is_alive(r, peer)) {
+                return Ok(false);
+            }
             let Some(rail) = rail else {
                 return Err(TransferError::PeerUnreachable {
                     peer,
@@ -212,7 +221,7 @@ impl Flight {
                         posted_ns,
                     };
                     self.runs_posted += 1;
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(TransportError::Broken { .. } | TransportError::Disconnected { .. }) => {
                     self.lose(eng, rail, peer);
@@ -265,17 +274,7 @@ impl Flight {
         core.progress()?;
         self.follow(eng, prepared, poster)?;
         let runs = prepared.runs.len();
-        while self.posted < runs {
-            let peer = prepared.runs[self.posted].peer as usize;
-            let room = (0..eng.rails)
-                .filter(|&r| eng.is_alive(r, peer))
-                .map(|r| poster.core().send_room(r * eng.peers + peer))
-                .max()
-                .unwrap_or(u32::MAX);
-            if room < LOW_ROOM {
-                break;
-            }
-            self.post_run(eng, prepared, poster, self.posted)?;
+        while self.posted < runs && self.post_run(eng, prepared, poster, self.posted, true)? {
             self.posted += 1;
         }
         if self.done == runs && self.posted == runs {
@@ -343,7 +342,8 @@ impl Flight {
                     self.last_loss = Some(e.with_peer(peer));
                     self.lose(eng, rail, peer);
                     self.retried += 1;
-                    self.post_run(eng, prepared, poster, i)?;
+                    // Now, even on a full queue: it waits there for room.
+                    self.post_run(eng, prepared, poster, i, false)?;
                 }
             }
             i += 1;
@@ -493,11 +493,16 @@ impl Flight {
 
 /// Whether a completion error means the rail's connection failed (the
 /// run goes over another rail) rather than the piece itself.
+/// Whether `e` says the connection failed (the run may go over another
+/// rail), not the request. A local QP operation error counts: the pieces
+/// were checked when prepared, and soft-RoCE reports its link going down
+/// so.
 fn rail_class(e: CompletionError) -> bool {
-    matches!(
-        e.status.class(),
-        WcClass::RetryExceeded | WcClass::Flushed | WcClass::Fatal | WcClass::ReceiverNotReady
-    )
+    e.status == WcStatus::LOC_QP_OP_ERR
+        || matches!(
+            e.status.class(),
+            WcClass::RetryExceeded | WcClass::Flushed | WcClass::Fatal | WcClass::ReceiverNotReady
+        )
 }
 
 fn fail(entry: usize, peer: usize, rail: usize, error: CompletionError) -> TransferError {

@@ -72,12 +72,15 @@ impl TransferBuilder {
     /// A launcher passes it to every rank, so they agree.
     pub fn rails_from_env(self) -> Self {
         match std::env::var("FERROVIA_RAILS") {
-            Ok(v) => self.rails_from(&v),
+            Ok(v) => self.rails_named(&v),
             Err(_) => self,
         }
     }
 
-    fn rails_from(self, v: &str) -> Self {
+    /// The rails `words` name, as in `FERROVIA_RAILS`: a count (`2`) or
+    /// device names separated by commas (`rxe0,rxe1`); empty leaves them.
+    pub fn rails_named(self, words: &str) -> Self {
+        let v = words;
         let v = v.trim();
         if v.is_empty() {
             return self;
@@ -126,10 +129,12 @@ impl TransferBuilder {
         let mut transports: Vec<Arc<dyn Transport>> = Vec::with_capacity(self.rails.len());
         let mut registries = Vec::with_capacity(self.rails.len());
         let mut local = Vec::with_capacity(self.rails.len());
+        let mut names = Vec::with_capacity(self.rails.len());
         let here = numa::current_node();
         for (i, spec) in self.rails.iter().enumerate() {
             let rail = node.open_rail(i as u32, spec.clone(), self.timeout)?;
             log::info!("transfer: rail {i}: {}", rail.describe());
+            names.push(rail.describe().to_string());
             let device_node = match spec {
                 RailSpec::Device(name) => numa::device_node(name),
                 _ => None,
@@ -140,6 +145,7 @@ impl TransferBuilder {
             registries.push(r);
         }
         let mut engine = self.assemble(me, n, transports, registries, local)?;
+        engine.names = names;
         let mine = engine.state.notifier.borrow().remote()?;
         let rings = exchange(node, &mine, engine.state.timeout)?;
         engine.state.notifier.get_mut().connect(rings);
@@ -160,7 +166,11 @@ impl TransferBuilder {
         registries: Vec<MrRegistry>,
     ) -> Result<TransferEngine, TransferError> {
         let local = vec![true; transports.len()];
-        self.assemble(me, peers, transports, registries, local)
+        let mut engine = self.assemble(me, peers, transports, registries, local)?;
+        engine.names = (0..engine.state.rails)
+            .map(|r| format!("rail {r}"))
+            .collect();
+        Ok(engine)
     }
 
     fn assemble(
@@ -183,6 +193,7 @@ impl TransferBuilder {
         let notifier = Notifier::new(me, n, &registries)?;
         Ok(TransferEngine {
             multi,
+            names: Vec::new(),
             state: EngineState {
                 id: ENGINES.fetch_add(1, Relaxed),
                 rank: me,
@@ -264,6 +275,8 @@ pub struct TransferEngine {
     // the notifier's memory, which peers write, goes.
     multi: MultiChannel,
     pub(crate) state: EngineState,
+    /// Each rail in words (`Rail::describe`).
+    names: Vec<String>,
 }
 
 impl std::fmt::Debug for TransferEngine {
@@ -318,6 +331,11 @@ impl TransferEngine {
     /// Rails.
     pub fn rails(&self) -> usize {
         self.state.rails
+    }
+
+    /// Each rail in words, e.g. `verbs on rxe1` or `ucx worker 1 (UCX_TLS=tcp)`.
+    pub fn rail_names(&self) -> &[String] {
+        &self.names
     }
 
     /// Whether the connection of `rail` to `peer` works (as far as the
@@ -511,11 +529,11 @@ mod tests {
     #[test]
     fn rails_from_the_environment_s_words() {
         let b = || TransferBuilder::default().same_rails(2);
-        assert_eq!(b().rails_from("").rails, vec![RailSpec::Same; 2]);
-        assert_eq!(b().rails_from(" 3 ").rails, vec![RailSpec::Same; 3]);
-        assert_eq!(b().rails_from("0").rails, vec![RailSpec::Same]);
+        assert_eq!(b().rails_named("").rails, vec![RailSpec::Same; 2]);
+        assert_eq!(b().rails_named(" 3 ").rails, vec![RailSpec::Same; 3]);
+        assert_eq!(b().rails_named("0").rails, vec![RailSpec::Same]);
         assert_eq!(
-            b().rails_from("rxe0, rxe1,").rails,
+            b().rails_named("rxe0, rxe1,").rails,
             vec![
                 RailSpec::Device("rxe0".into()),
                 RailSpec::Device("rxe1".into())
