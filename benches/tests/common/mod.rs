@@ -1,6 +1,6 @@
 //! Running the benchmark programs from tests: started with their output
 //! piped, waited for under a limit.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
