@@ -152,8 +152,10 @@ pub enum TransferError {
         /// Peers.
         peers: usize,
     },
-    /// A prepared list submitted again before its last batch finished.
-    #[error("the prepared list's last batch has not finished")]
+    /// A prepared list submitted again before its last batch finished
+    /// (or whose last batch was forgotten: `mem::forget` of a scoped
+    /// batch leaves its list busy for good; prepare another).
+    #[error("the prepared list's last batch has not finished (or was forgotten)")]
     Busy,
     /// A prepared list or segment used with an engine it was not made for.
     #[error("{0}")]

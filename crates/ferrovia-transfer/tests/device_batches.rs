@@ -50,6 +50,13 @@ fn a_lost_rail_moves_its_runs_and_comes_back() {
     batches::a_lost_rail_moves_its_runs_and_comes_back();
 }
 
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn forgotten_batches_free_nothing_under_the_device() {
+    on_verbs();
+    batches::forgotten_batches_free_nothing_under_the_device();
+}
+
 /// `ip link set DEV up|down`.
 fn link(dev: &str, state: &str) {
     let s = Command::new("ip")

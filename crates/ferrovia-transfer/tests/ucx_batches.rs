@@ -28,3 +28,8 @@ fn owned_batches_hold_their_lease() {
 fn a_lost_rail_moves_its_runs_and_comes_back() {
     batches::a_lost_rail_moves_its_runs_and_comes_back();
 }
+
+#[test]
+fn forgotten_batches_free_nothing_under_the_device() {
+    batches::forgotten_batches_free_nothing_under_the_device();
+}

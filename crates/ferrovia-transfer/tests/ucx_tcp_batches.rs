@@ -71,3 +71,11 @@ fn a_peer_that_leaves_is_unreachable_on_every_rail() {
         batches::a_peer_that_leaves_is_unreachable_on_every_rail,
     );
 }
+
+#[test]
+fn forgotten_batches_free_nothing_under_the_device() {
+    on_tcp(
+        "forgotten_batches_free_nothing_under_the_device",
+        batches::forgotten_batches_free_nothing_under_the_device,
+    );
+}

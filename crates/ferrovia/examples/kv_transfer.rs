@@ -1,6 +1,7 @@
 //! KV-cache transfer from a prefill rank to a decode rank, as a
 //! disaggregated inference server moves it: each rank keeps its KV blocks
-//! in one pool, a zero-based segment registered once on every rail. For
+//! in one pool, a zero-based segment of 1 GiB registered once on every
+//! rail. For
 //! one request, prefill (rank 0) writes the request's 1000 blocks of
 //! 64 KiB from where they sit in its pool to the slots decode's block
 //! table names in decode's pool, as one batch over every rail, with a
@@ -22,8 +23,9 @@ type Res<T = ()> = Result<T, Box<dyn Error>>;
 const WAIT: Duration = Duration::from_secs(60);
 /// One KV block (a layer's keys and values for a run of tokens).
 const BLOCK: usize = 64 << 10;
-/// Blocks a pool holds (128 MiB).
-const POOL_BLOCKS: usize = 2048;
+/// Blocks a pool holds by default (1 GiB; `KV_POOL_MIB` sets another
+/// size, e.g. in a small VM).
+const POOL_BLOCKS: usize = 16384;
 /// Blocks of the request moved.
 const BLOCKS: usize = 1000;
 const REQUEST: u64 = 7;
@@ -31,11 +33,24 @@ const REQUEST: u64 = 7;
 /// Where the request's block `i` sits in prefill's pool, and where
 /// decode's block table wants it: scattered, as a block allocator leaves
 /// them (both strides are coprime with the pool size, so slots differ).
-fn prefill_slot(i: usize) -> usize {
-    (i * 7 + 3) % POOL_BLOCKS
+fn prefill_slot(i: usize, pool: usize) -> usize {
+    (i * 7 + 3) % pool
 }
-fn decode_slot(i: usize) -> usize {
-    (i * 13 + 100) % POOL_BLOCKS
+fn decode_slot(i: usize, pool: usize) -> usize {
+    (i * 13 + 100) % pool
+}
+
+/// Blocks in a pool: `KV_POOL_MIB` (a power of two, at least 64 MiB, so
+/// the strides above keep the request's slots apart) or 1 GiB.
+fn pool_blocks() -> Res<usize> {
+    let Ok(mib) = std::env::var("KV_POOL_MIB") else {
+        return Ok(POOL_BLOCKS);
+    };
+    let mib: usize = mib.parse()?;
+    if !mib.is_power_of_two() || mib < 64 {
+        return Err(format!("KV_POOL_MIB={mib}: a power of two, at least 64").into());
+    }
+    Ok(mib * (1 << 20) / BLOCK)
 }
 
 /// The request's block `i`, as prefill computed it.
@@ -62,18 +77,23 @@ fn main() -> Res {
         .same_rails(2)
         .rails_from_env()
         .open(&mut node)?;
-    let pool = engine.alloc(POOL_BLOCKS * BLOCK, target_options().zero_based())?;
+    let blocks = pool_blocks()?;
+    let pool = engine.alloc(blocks * BLOCK, target_options().zero_based())?;
     let pools = engine.all_gather(&mut node, &pool.remote()?, WAIT)?;
     if me == 0 {
         // The prefill pass left the request's blocks in the pool.
         for i in 0..BLOCKS {
             pool.buffer()
-                .write_from(prefill_slot(i) * BLOCK, &block(i))?;
+                .write_from(prefill_slot(i, blocks) * BLOCK, &block(i))?;
         }
         let mut list = DescriptorList::with_capacity(BLOCKS);
         for i in 0..BLOCKS {
-            let from = prefill_slot(i) * BLOCK;
-            list.push(from..from + BLOCK, 1, (decode_slot(i) * BLOCK) as u64);
+            let from = prefill_slot(i, blocks) * BLOCK;
+            list.push(
+                from..from + BLOCK,
+                1,
+                (decode_slot(i, blocks) * BLOCK) as u64,
+            );
         }
         // Checked and cut once; a server keeps it for the request's life.
         let prepared = engine.prepare(&pool, &list, &pools)?;
@@ -105,11 +125,12 @@ fn main() -> Res {
         // Every block landed before the notification: check them all.
         let mut got = vec![0u8; BLOCK];
         for i in 0..BLOCKS {
-            pool.buffer().read_into(decode_slot(i) * BLOCK, &mut got)?;
+            pool.buffer()
+                .read_into(decode_slot(i, blocks) * BLOCK, &mut got)?;
             if checksum(&got) != checksum(&block(i)) {
                 return Err(format!(
                     "block {i} (slot {}) is not what prefill wrote",
-                    decode_slot(i)
+                    decode_slot(i, blocks)
                 )
                 .into());
             }

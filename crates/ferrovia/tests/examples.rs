@@ -79,5 +79,6 @@ fn every_example_runs_over_ucx_tcp() {
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn every_example_runs_over_verbs() {
-    run_all(&[("FERROVIA_BACKEND", "verbs")]);
+    // The VM has 2 GiB: kv_transfer's two pools at 256 MiB each.
+    run_all(&[("FERROVIA_BACKEND", "verbs"), ("KV_POOL_MIB", "256")]);
 }

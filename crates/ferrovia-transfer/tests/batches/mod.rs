@@ -68,6 +68,20 @@ pub fn blocks_to(peer: usize) -> DescriptorList {
     l
 }
 
+/// Whether `target`'s margins are untouched (no byte landed outside the
+/// entries' remote ranges).
+pub fn check_margins(target: &Segment<Shared>) {
+    let all = target.buffer().to_vec();
+    assert!(
+        all[..MARGIN].iter().all(|&b| b == CANARY),
+        "a byte before the blocks changed"
+    );
+    assert!(
+        all[MARGIN + BLOCKS * BLOCK..].iter().all(|&b| b == CANARY),
+        "a byte after the blocks changed"
+    );
+}
+
 /// Whether `target` holds `from`'s blocks, margins untouched.
 pub fn check_target(target: &Segment<Shared>, from: usize) {
     let all = target.buffer().to_vec();
@@ -464,5 +478,49 @@ pub fn a_peer_that_leaves_is_unreachable_on_every_rail() {
             "{again:?}"
         );
         assert!(start.elapsed() < Duration::from_secs(1));
+    });
+}
+
+/// Forgotten batches free nothing the device may touch. A scoped batch
+/// forgotten in its scope: the scope still drains its runs before the
+/// segment is lent again, nothing lands outside the entries, and its list
+/// stays busy (typed). An owned batch forgotten: its runs keep the lease,
+/// so the segment never comes back to be freed or reused.
+pub fn forgotten_batches_free_nothing_under_the_device() {
+    job(2, |rank, mut node| {
+        let (engine, target, remotes) = setup(&mut node);
+        if rank == 0 {
+            let mut src = filled(&engine, 0);
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.lease_mut();
+            engine
+                .scope(|s| {
+                    std::mem::forget(s.submit(&prepared, &lease, Op::Write, None)?);
+                    Ok(())
+                })
+                .unwrap();
+            drop(lease);
+            // The scope drained: the bytes are the program's again.
+            src.bytes_mut()[0] ^= 1;
+            let lease = src.lease_mut();
+            let again = engine.scope(|s| s.submit(&prepared, &lease, Op::Write, None).map(|_| ()));
+            assert!(matches!(again, Err(TransferError::Busy)), "{again:?}");
+            drop(lease);
+            src.bytes_mut()[0] ^= 1;
+            let prepared = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
+            let lease = src.into_lease();
+            std::mem::forget(engine.submit(prepared, &lease, Op::Write, None).unwrap());
+            for _ in 0..50 {
+                engine.progress().unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let still = Segment::from_lease(lease);
+            assert!(still.is_err(), "a forgotten batch's runs hold the lease");
+        }
+        node.barrier(&[0, 1], T).unwrap();
+        if rank == 1 {
+            check_margins(&target);
+        }
+        node.barrier(&[0, 1], T).unwrap();
     });
 }
