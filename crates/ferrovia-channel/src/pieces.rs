@@ -178,15 +178,21 @@ impl<'a> Pieces<'a> {
                 granted: self.rights[peer],
             });
         }
-        let covered = self
-            .span
-            .is_some_and(|(s, e)| lease.start <= s && e <= lease.end);
-        if !covered {
+        if !self.covered_by(lease) {
             return Err(TransportError::Config(
                 "the pieces reach bytes outside the lease".into(),
             ));
         }
         Ok(run)
+    }
+}
+
+impl Pieces<'_> {
+    /// Whether `lease` lends every byte the pieces reach (what posting
+    /// them under it needs).
+    pub fn covered_by(&self, lease: &Lease<'_>) -> bool {
+        self.span
+            .is_some_and(|(s, e)| lease.start <= s && e <= lease.end)
     }
 }
 

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{ChannelCore, OpKind, PieceError, PieceState, PieceTicket, TransportError};
+use ferrovia_channel::{
+    ChannelCore, Lease, OpKind, PieceError, PieceState, PieceTicket, TransportError,
+};
 use ferrovia_types::{CompletionError, WcClass, WcStatus};
 
 use crate::engine::EngineState;
@@ -108,7 +110,7 @@ impl Flight {
         prepared: &PreparedList,
         op: Op,
         notify: Option<&[u8]>,
-        writable: bool,
+        lease: &Lease<'_>,
     ) -> Result<Flight, TransferError> {
         if prepared.engine != eng.id {
             return Err(TransferError::Mismatch(
@@ -127,7 +129,10 @@ impl Flight {
                 granted,
             });
         }
-        if op == Op::Read && !writable {
+        if !prepared.pieces.iter().all(|p| p.covered_by(lease)) {
+            return Err(TransferError::LeaseMismatch);
+        }
+        if op == Op::Read && !lease.writable() {
             return Err(TransferError::ReadNeedsExclusive);
         }
         let notify = match notify {

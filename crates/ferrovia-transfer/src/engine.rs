@@ -369,6 +369,7 @@ impl TransferEngine {
     ) -> Result<PreparedList, TransferError> {
         let shape = Shape {
             engine: self.state.id,
+            registries: &self.state.registries,
             rails: self.state.rails,
             world: self.state.peers,
             slicing: self.state.slicing,

@@ -76,6 +76,10 @@ pub enum TransferError {
         /// What the segment grants.
         granted: AccessFlags,
     },
+    /// The lease does not lend the bytes the list was prepared on (another
+    /// segment's): nothing is posted.
+    #[error("the lease does not lend the segment the list was prepared on")]
+    LeaseMismatch,
     /// A read into bytes the program only lends (a shared lease): reads
     /// need an exclusive or owned one.
     #[error("a read needs the segment exclusively (an exclusive or owned lease)")]

@@ -79,7 +79,7 @@ impl<'e> OwnedBatch<'e> {
         notify: Option<&[u8]>,
     ) -> Result<OwnedBatch<'e>, Rejected> {
         let eng = &engine.state;
-        let mut flight = match Flight::start(eng, &prepared, op, notify, lease.writable()) {
+        let mut flight = match Flight::start(eng, &prepared, op, notify, &lease) {
             Ok(f) => f,
             Err(error) => {
                 return Err(Rejected {

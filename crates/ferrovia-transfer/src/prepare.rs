@@ -143,8 +143,10 @@ impl PreparedList {
 }
 
 /// What preparing needs of its engine.
-pub(crate) struct Shape {
+pub(crate) struct Shape<'e> {
     pub(crate) engine: u64,
+    /// The engine's registries, by rail.
+    pub(crate) registries: &'e [ferrovia_mr::MrRegistry],
     pub(crate) rails: usize,
     pub(crate) world: usize,
     pub(crate) slicing: Slicing,
@@ -152,7 +154,7 @@ pub(crate) struct Shape {
 
 /// Checks and cuts `list` on `seg` for peers' segments `remotes` (by rank).
 pub(crate) fn prepare<A: Access>(
-    shape: &Shape,
+    shape: &Shape<'_>,
     seg: &Segment<A>,
     list: &DescriptorList,
     remotes: &[RemoteSegment],
@@ -169,9 +171,17 @@ pub(crate) fn prepare<A: Access>(
     }
     let mut pieces: Vec<Pieces<'static>> = (0..rails)
         .map(|r| {
-            seg.registration(r)
-                .map(|reg| Pieces::new(reg, rails * n))
-                .ok_or_else(|| TransferError::Mismatch("a rail without a registration".into()))
+            let reg = seg
+                .registration(r)
+                .ok_or_else(|| TransferError::Mismatch("a rail without a registration".into()))?;
+            // Another engine's keys would fail on this one's rails, and
+            // on verbs take the connection down with them.
+            if !reg.belongs_to(&shape.registries[r]) {
+                return Err(TransferError::Mismatch(format!(
+                    "the segment's rail {r} registration is another engine's"
+                )));
+            }
+            Ok(Pieces::new(reg, rails * n))
         })
         .collect::<Result<_, _>>()?;
     let mut missing = Missing::default();

@@ -42,7 +42,7 @@ impl<'s, 'scope, 'env> TransferScope<'s, 'scope, 'env> {
         op: Op,
         notify: Option<&[u8]>,
     ) -> Result<ScopedBatch<'_, 's, 'scope, 'env>, TransferError> {
-        let mut flight = Flight::start(self.eng, prepared, op, notify, lease.writable())?;
+        let mut flight = Flight::start(self.eng, prepared, op, notify, lease)?;
         let mut poster = ScopePoster {
             ps: &self.ps,
             prepared,
@@ -105,6 +105,21 @@ pub struct ScopedBatch<'t, 's, 'scope, 'env> {
     prepared: &'env PreparedList,
     lease: &'env Lease<'env>,
     flight: Option<Flight>,
+}
+
+impl std::fmt::Debug for ScopedBatch<'_, '_, '_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopedBatch")
+            .field("batch", &self.flight.as_ref().map(|fl| fl.id))
+            .field("ended", &self.flight.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for TransferScope<'_, '_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferScope").finish_non_exhaustive()
+    }
 }
 
 impl ScopedBatch<'_, '_, '_, '_> {

@@ -259,6 +259,27 @@ pub fn bad_input_is_typed() {
                     ..
                 })
             ));
+            // A lease of other bytes than the list was prepared on.
+            let mut other = filled(&engine, 0);
+            let elsewhere = other.lease_mut();
+            engine
+                .scope(|s| {
+                    let r = s.submit(&prepared, &elsewhere, Op::Write, None);
+                    assert!(matches!(r, Err(TransferError::LeaseMismatch)), "{r:?}");
+                    Ok(())
+                })
+                .unwrap();
+            drop(elsewhere);
+            let r = engine.submit(
+                engine.prepare(&src, &blocks_to(1), &remotes).unwrap(),
+                &other.into_lease(),
+                Op::Write,
+                None,
+            );
+            assert!(matches!(
+                r.map(|_| ()).map_err(|r| r.error),
+                Err(TransferError::LeaseMismatch)
+            ));
             // A read into bytes only lent shared.
             let readable = engine.prepare(&src, &blocks_to(1), &remotes).unwrap();
             engine
