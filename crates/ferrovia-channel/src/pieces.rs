@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use ferrovia_mr::{
-    Access, Local, RegisteredBuffer, RegisteredMemory, Registration, RemoteMemoryRegion,
+    Access, Local, RegisteredBuffer, RegisteredMemory, Registration, RemoteMemoryRegion, Shared,
 };
 use ferrovia_types::{AccessFlags, CompletionError, Sge};
 
@@ -249,6 +249,17 @@ impl<'env> Lease<'env> {
             owned: None,
             keys: Vec::new(),
             _borrow: PhantomData,
+        }
+    }
+
+    /// Reads into and writes from `Shared` memory, shared for `'env`.
+    /// Nothing holds a Rust reference to `Shared` bytes (they are read and
+    /// written through copies and atomics, as peers write them anyway),
+    /// so the device may write them while the program looks.
+    pub fn shared_memory(mem: &'env RegisteredMemory<'_, Shared>) -> Lease<'env> {
+        Lease {
+            writable: true,
+            ..Lease::shared(mem)
         }
     }
 

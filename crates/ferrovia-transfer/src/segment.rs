@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ferrovia_channel::Lease;
 use ferrovia_mr::{
     Access, Local, MrRegistry, RegisterOptions, RegisteredMemory, Registration, RemoteMemoryRegion,
-    WIRE_MAX_LEN,
+    Shared, WIRE_MAX_LEN,
 };
 use ferrovia_types::AccessFlags;
 
@@ -95,14 +95,25 @@ impl<A: Access> Segment<A> {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RemoteSegment { rails })
     }
+}
 
-    /// Lends the bytes to writes for `'a` (the device only reads them).
+impl Segment<Shared> {
+    /// Lends the bytes to writes and reads for the borrow: `Shared`
+    /// memory is read through copies and atomics, never a Rust
+    /// reference, so the device may write it while the program (or a
+    /// peer) looks, as peers' writes do.
     pub fn lease(&self) -> Lease<'_> {
-        Lease::shared(&self.buf)
+        Lease::shared_memory(&self.buf)
     }
 }
 
 impl Segment<Local> {
+    /// Lends the bytes to writes for the borrow (the device only reads
+    /// them; the program may too).
+    pub fn lease(&self) -> Lease<'_> {
+        Lease::shared(&self.buf)
+    }
+
     /// The bytes (not while a scope's batch borrows them).
     pub fn bytes(&self) -> &[u8] {
         &self.buf

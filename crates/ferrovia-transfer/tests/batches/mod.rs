@@ -138,6 +138,19 @@ pub fn write_read_and_notify_over_two_rails() {
                 .unwrap();
             drop(lease);
             assert_eq!(back.bytes(), src.bytes(), "read back what was written");
+            // Into Shared memory too, lent shared: nothing in Rust holds a
+            // reference to it for the device to break.
+            let shared = engine.alloc(BLOCKS * BLOCK, target_options()).unwrap();
+            let reads = engine.prepare(&shared, &blocks_to(1), &remotes).unwrap();
+            let lease = shared.lease();
+            engine
+                .scope(|s| s.submit(&reads, &lease, Op::Read, None)?.wait(T))
+                .unwrap();
+            assert_eq!(
+                shared.buffer().to_vec(),
+                src.bytes(),
+                "read into Shared memory"
+            );
         } else {
             let n = engine.wait_notification(T).unwrap();
             assert_eq!((n.peer, &n.data[..]), (0, &b"ready"[..]));
