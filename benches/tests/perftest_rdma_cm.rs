@@ -4,61 +4,18 @@
 //! device's IPv4 address (`SOFTROCE_IP`, which `cargo xtask vm` sets);
 //! they fail, never skip, without it.
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-/// How long any one program may run.
-const LIMIT: Duration = Duration::from_secs(90);
+use std::time::Duration;
+
+use common::{finish, start};
+
 const SIZE: &str = "4096";
 const ITERS: &str = "500";
 
 fn device_ip() -> String {
     std::env::var("SOFTROCE_IP")
         .expect("SOFTROCE_IP is not set: run the device tests with cargo xtask test (or vm)")
-}
-
-fn start(program: &str, args: &[&str]) -> Child {
-    Command::new(program)
-        .args(args)
-        .env("FERROVIA_BACKEND", "verbs")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start {program} (perftest installed? cargo xtask deps): {e}")
-        })
-}
-
-/// Waits up to [`LIMIT`]: whether it succeeded, and its output.
-fn finish(mut child: Child, what: &str) -> (bool, String) {
-    let deadline = Instant::now() + LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut out = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    let verdict = match status {
-        Some(s) => format!("{what} exited {s}"),
-        None => format!("{what} ran over {LIMIT:?} and was killed"),
-    };
-    (
-        status.is_some_and(|s| s.success()),
-        format!("{verdict}:\n{out}"),
-    )
 }
 
 /// The results row of a bandwidth report: size and iterations.

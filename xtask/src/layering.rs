@@ -14,6 +14,7 @@ pub(crate) const LAYERS: &[&str] = &[
     "ferrovia-ucx",
     "ferrovia-node",
     "ferrovia-async",
+    "ferrovia-transfer",
     "ferrovia",
 ];
 

@@ -16,7 +16,7 @@ fn sge_for(reg: &Registration<'_>, bytes: &[u8]) -> TransportResult<Sge> {
 /// The element of a view: the NIC addresses local memory in the
 /// registration's RDMA address space (which differs from the virtual one
 /// when zero-based).
-fn sge_of(view: MemoryRegionView) -> TransportResult<Sge> {
+pub(crate) fn sge_of(view: MemoryRegionView) -> TransportResult<Sge> {
     let len = u32::try_from(view.size).map_err(|_| TransportError::TooLong { len: view.size })?;
     Ok(Sge::new(view.rdma_addr as u64, len, view.lkey))
 }

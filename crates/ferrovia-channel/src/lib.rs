@@ -26,6 +26,11 @@
 //! - Owned requests ([`OwnedOp`], [`ChannelCore::try_post_owned`]): the
 //!   engine, not a borrow, keeps the buffer until the completion; what
 //!   `ferrovia-async`'s futures post.
+//! - [`Pieces`]: one-sided work checked once and posted many times, in
+//!   runs with one ticket each, under a [`Lease`] of the local bytes (a
+//!   scope's borrow, or owned); what a transfer layer posts.
+//! - [`Rails`]: several transports to the same peers (devices, UCX
+//!   workers) as one, so one core and one scope drive them all.
 //!
 
 #![cfg_attr(
@@ -73,10 +78,13 @@ mod owned;
 mod owned_list;
 mod owned_shutdown;
 mod owned_slots;
+mod pieces;
 mod post;
+mod post_pieces;
 mod posting;
 #[cfg(feature = "verbs")]
 mod qp_table;
+mod rails;
 mod request;
 mod ring;
 mod scope;
@@ -96,6 +104,8 @@ pub use multi::{MultiChannel, MultiPeer};
 pub use op::{Completion, OpKind, RecvOp, SendOp};
 pub use owned::{OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned};
 pub use owned_shutdown::Flushed;
+pub use pieces::{Lease, PieceError, PieceState, PieceTicket, Pieces};
+pub use rails::Rails;
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,

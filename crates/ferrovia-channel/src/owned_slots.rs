@@ -7,8 +7,11 @@ use std::collections::VecDeque;
 use std::task::Waker;
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use crate::op::Completion;
 use crate::owned::{OwnedBuf, Returned};
+use crate::pieces::Lease;
 
 #[derive(Default)]
 pub(crate) struct OwnedSlots {
@@ -31,6 +34,9 @@ pub(crate) struct OwnedSlots {
     /// Requests given up on while pending, oldest first: (when, index,
     /// epoch). Past the deadline their peer is flushed.
     pub(crate) abandoned: VecDeque<(Instant, u32, u32)>,
+    /// Per slot: the lease a run of owned pieces holds (its last piece's
+    /// slot holds it for the whole run; `crate::post_pieces`).
+    keeps: Vec<Option<Arc<Lease<'static>>>>,
 }
 
 impl OwnedSlots {
@@ -40,7 +46,15 @@ impl OwnedSlots {
             self.bufs.resize_with(slots, || None);
             self.wakers.resize_with(slots, || None);
             self.outbound.resize(slots, false);
+            self.keeps.resize_with(slots, || None);
         }
+    }
+
+    /// The run of owned pieces ending at `index` holds `lease` until it
+    /// is done (outbound, for shutdowns: writes and reads alike wait).
+    pub(crate) fn keep(&mut self, index: u32, lease: &Arc<Lease<'static>>) {
+        self.keeps[index as usize] = Some(lease.clone());
+        self.outbound[index as usize] = true;
     }
 
     /// Stores what a just-posted request at `index` holds, and whether it
@@ -96,6 +110,10 @@ impl OwnedSlots {
         if let Some(buf) = self.bufs[index as usize].take() {
             self.returned.push(Returned { completion, buf });
         }
+        // The device is done with the run: its hold on the lease ends.
+        if let Some(k) = self.keeps.get_mut(index as usize) {
+            k.take();
+        }
     }
 
     /// Queue room may have freed: wake whoever waits for it.
@@ -111,6 +129,9 @@ impl OwnedSlots {
     pub(crate) fn leak_all(&mut self) {
         for b in self.bufs.iter_mut().filter_map(Option::take) {
             std::mem::forget(b);
+        }
+        for k in self.keeps.iter_mut().filter_map(Option::take) {
+            std::mem::forget(k);
         }
     }
 }

@@ -89,7 +89,7 @@ impl ChannelCore {
     /// fail half-way. Checks the peer first. Returns the state, still
     /// borrowed: when there is room at once, posting borrows it only once.
     #[inline]
-    fn reserve(
+    pub(crate) fn reserve(
         &self,
         peer: usize,
         queue: Queue,

@@ -11,6 +11,7 @@ use ferrovia_types::{CompletionError, Sge, WcStatus};
 
 use crate::op::Completion;
 use crate::owned_slots::OwnedSlots;
+use crate::pieces::PieceError;
 use crate::request::MAX_ELEMENTS;
 use crate::ring::SendRing;
 
@@ -67,6 +68,9 @@ pub(crate) struct Meta {
     pub(crate) nbufs: u8,
     /// The engine holds the request's buffer (`crate::owned`).
     pub(crate) owned: bool,
+    /// A piece (`crate::pieces`): its error goes to the piece errors,
+    /// with its tag, rather than to the unobserved ones.
+    pub(crate) piece: bool,
 }
 
 /// Where a handle's completion lands when it is taken: the completion,
@@ -116,7 +120,20 @@ pub(crate) struct Slots {
     pub(crate) dropped_unpolled: usize,
     /// Buffers and wakers of owned requests (`crate::owned`).
     pub(crate) owned: OwnedSlots,
+    /// Per slot: the tag of the piece in it and its run's id
+    /// (`crate::pieces`); allocated on the first post of pieces.
+    pub(crate) tags: Vec<(u32, u64)>,
+    /// The id of the last run of pieces posted (ids start at 1).
+    pub(crate) last_run: u64,
+    /// Errors of pieces before the last of their run, oldest first, at
+    /// most [`PIECE_ERRORS_KEPT`].
+    pub(crate) piece_errors: Vec<PieceError>,
+    /// Piece errors dropped past that bound.
+    pub(crate) piece_errors_dropped: u64,
 }
+
+/// Piece errors kept until taken.
+pub(crate) const PIECE_ERRORS_KEPT: usize = 1024;
 
 pub(crate) fn wr_id(index: u32, epoch: u32) -> u64 {
     (u64::from(epoch) << 32) | u64::from(index)
@@ -145,6 +162,7 @@ impl Slots {
             detached: false,
             nbufs: 0,
             owned: false,
+            piece: false,
         };
         Slots {
             meta: vec![free_meta; cap as usize],
@@ -158,6 +176,10 @@ impl Slots {
             unobserved: Vec::with_capacity(16),
             dropped_unpolled: 0,
             owned: OwnedSlots::default(),
+            tags: Vec::new(),
+            last_run: 0,
+            piece_errors: Vec::new(),
+            piece_errors_dropped: 0,
         }
     }
 
@@ -202,6 +224,7 @@ impl Slots {
         m.detached = detached;
         m.nbufs = bufs.len() as u8;
         m.owned = false;
+        m.piece = false;
         let epoch = m.epoch;
         if !bufs.is_empty() {
             self.bufs[index as usize][..bufs.len()].copy_from_slice(bufs);
@@ -356,9 +379,19 @@ impl Slots {
         }
         if m.detached {
             // An owned request given up on hands its buffer on with this
-            // completion (`release`); nobody else will see its error.
-            if c.status != WcStatus::SUCCESS && !m.owned {
-                self.unobserved.push(error_of(&c));
+            // completion (`release`); nobody else will see its error. A
+            // piece's error goes with its tag to whoever posted it.
+            if c.status != WcStatus::SUCCESS {
+                if m.piece {
+                    let (tag, run) = self
+                        .tags
+                        .get(index as usize)
+                        .copied()
+                        .unwrap_or((u32::MAX, 0));
+                    self.piece_error(tag, run, error_of(&c));
+                } else if !m.owned {
+                    self.unobserved.push(error_of(&c));
+                }
             }
             self.done[index as usize] = c;
             self.release(index);
@@ -368,6 +401,30 @@ impl Slots {
             if m.owned {
                 self.owned.completed(index);
             }
+        }
+    }
+
+    /// Records a piece's error, within the bound.
+    #[cold]
+    fn piece_error(&mut self, tag: u32, run: u64, error: CompletionError) {
+        if self.piece_errors.len() < PIECE_ERRORS_KEPT {
+            self.piece_errors.push(PieceError { tag, run, error });
+        } else {
+            self.piece_errors_dropped += 1;
+        }
+    }
+
+    /// The completion of the slot at `index` if it is done (for a piece's
+    /// ticket), releasing it.
+    pub(crate) fn take_done(&mut self, index: u32, epoch: u32) -> Option<Option<Completion>> {
+        match self.state(index, epoch)? {
+            State::Done => {
+                let c = self.done[index as usize];
+                self.release(index);
+                Some(Some(c))
+            }
+            State::Pending => Some(None),
+            State::Free => None,
         }
     }
 
@@ -396,6 +453,14 @@ impl Slots {
             }
             Some(State::Pending) => Look::Pending,
             Some(State::Free) | None => Look::Gone,
+        }
+    }
+
+    /// Frees the slot when it completes, as a dropped handle's, but without
+    /// counting it as unpolled (a piece's ticket given up on purpose).
+    pub(crate) fn detach_quietly(&mut self, index: u32, epoch: u32) {
+        if self.state(index, epoch) == Some(State::Pending) {
+            self.meta[index as usize].detached = true;
         }
     }
 
@@ -483,91 +548,4 @@ pub(crate) fn error_of(c: &Completion) -> CompletionError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn done(s: &Slots, (i, g): (u32, u32)) -> Option<Completion> {
-        match s.state(i, g) {
-            Some(State::Done) => Some(s.done[i as usize]),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn a_signalled_send_completes_the_unsignalled_ones_before_it() {
-        let mut s = Slots::new(&[4, 4], &[4, 4], 0);
-        let a = s.alloc(0, Queue::Send, &[], false);
-        let b = s.alloc(0, Queue::Send, &[], false);
-        let other_peer = s.alloc(1, Queue::Send, &[], false);
-        let c = s.alloc(0, Queue::Send, &[], false);
-        assert_eq!(s.pending(), 4);
-        s.route(&Completion {
-            wr_id: wr_id(c.0, c.1),
-            byte_len: 9,
-            ..Default::default()
-        });
-        assert!(done(&s, a).is_some() && done(&s, b).is_some());
-        assert_eq!(done(&s, c).unwrap().byte_len, 9);
-        assert!(
-            done(&s, other_peer).is_none(),
-            "another peer's queue is independent"
-        );
-        assert_eq!(s.outstanding_send, vec![0, 1]);
-    }
-
-    #[test]
-    fn stale_and_foreign_wr_ids_are_ignored() {
-        let mut s = Slots::new(&[2], &[2], 0);
-        let a = s.alloc(0, Queue::Recv, &[], false);
-        s.route(&Completion {
-            wr_id: wr_id(a.0, a.1 + 1),
-            ..Default::default()
-        });
-        s.route(&Completion {
-            wr_id: u64::MAX,
-            ..Default::default()
-        });
-        assert!(done(&s, a).is_none());
-        assert_eq!(s.pending(), 1);
-    }
-
-    #[test]
-    fn detached_slots_free_on_completion_and_keep_errors() {
-        let mut s = Slots::new(&[2], &[2], 0);
-        let free_before = s.free.len();
-        let a = s.alloc(0, Queue::Recv, &[], false);
-        s.detach(a.0, a.1);
-        s.route(&Completion {
-            wr_id: wr_id(a.0, a.1),
-            status: WcStatus::WR_FLUSH_ERR,
-            ..Default::default()
-        });
-        assert_eq!(s.free.len(), free_before);
-        assert_eq!(s.unobserved.len(), 1);
-        assert_eq!(s.unobserved[0].status, WcStatus::WR_FLUSH_ERR);
-        // The slot is reused with a new epoch, and the old ticket no longer
-        // matches it.
-        let b = s.alloc(0, Queue::Recv, &[], false);
-        assert_eq!(b.0, a.0);
-        assert_ne!(b.1, a.1);
-        assert!(s.state(a.0, a.1).is_none());
-        assert!(matches!(s.take(a.0, a.1, &mut Landing::new()), Look::Gone));
-    }
-
-    #[test]
-    fn taking_a_completion_releases_the_slot_once() {
-        let mut s = Slots::new(&[2], &[2], 0);
-        let a = s.alloc(0, Queue::Recv, &[RawBuf::default(); 2], false);
-        let mut out = Landing::new();
-        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Pending));
-        s.route(&Completion {
-            wr_id: wr_id(a.0, a.1),
-            byte_len: 3,
-            ..Default::default()
-        });
-        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Done));
-        assert_eq!((out.completion.byte_len, out.nbufs), (3, 2));
-        assert!(matches!(s.take(a.0, a.1, &mut out), Look::Gone));
-        assert_eq!(s.pending(), 0);
-    }
-}
+mod tests;

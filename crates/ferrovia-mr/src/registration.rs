@@ -29,6 +29,17 @@ impl Registration<'_> {
         }
     }
 
+    /// Whether `other` is a handle to this same registration.
+    pub fn is_same(&self, other: &Registration<'_>) -> bool {
+        Arc::ptr_eq(&self.seg, &other.seg)
+    }
+
+    /// Whether `registry` made this registration (its keys are that
+    /// registry's device's or transport's).
+    pub fn belongs_to(&self, registry: &crate::MrRegistry) -> bool {
+        Arc::ptr_eq(&self.registry, &registry.inner)
+    }
+
     /// Registration id (unique within its registry).
     pub fn id(&self) -> usize {
         self.seg.id

@@ -188,6 +188,33 @@ impl MrRegistry {
         Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
+    /// Registers the bytes of `of` (owned memory of another registry:
+    /// another device's protection domain, another UCX worker) with this
+    /// registry too, with `opts` (the same access kind `A`): what one
+    /// buffer needs to be reached over several rails. The handle gives
+    /// keys, not bytes, so the bytes keep one accessor, `of`; it keeps
+    /// them allocated while it lives (`of`'s registration outlives every
+    /// alias), and while an alias lives `of` cannot become plain memory
+    /// ([`RegisteredMemory::into_local`] fails with
+    /// [`MrError::StillShared`]: peers could still write through the
+    /// alias's key).
+    pub fn register_alias<A: Access>(
+        &self,
+        of: &RegisteredBuffer<A>,
+        opts: RegisterOptions<A>,
+    ) -> Result<Registration<'static>, MrError> {
+        let (ptr, len) = (of.ptr, of.len);
+        let keep = OwnedMemory::alias(of.reg.clone(), ptr, len);
+        // SAFETY: the new segment holds a handle to `of`'s registration,
+        // whose segment owns the bytes and frees them only when its last
+        // handle drops: after this alias. The bytes are reached only
+        // through `of`, whose access kind `A` the alias shares (Local
+        // memory stays unwritable by peers), so DMA through the alias's
+        // keys races nothing the type system allows.
+        let reg = unsafe { self.insert(ptr, len, &opts, Some(keep)) }?;
+        Ok(reg)
+    }
+
     /// Registers `len` bytes at `addr`, or returns the existing
     /// registration that already covers them with at least the asked-for
     /// access and the same RDMA addressing (a hit: the segment is

@@ -20,6 +20,10 @@ pub(crate) struct OwnedMemory {
 
 /// Where owned memory came from, so it is freed the same way.
 enum Origin {
+    /// A handle to another registry's registration of the same bytes
+    /// (this is its alias): held so they stay allocated and registered
+    /// there, never freed here.
+    Alias(#[allow(dead_code)] crate::Registration<'static>),
     /// `std::alloc` with this layout.
     Alloc(Layout),
     /// A `Box<[u8]>`.
@@ -70,6 +74,16 @@ impl OwnedMemory {
         })
     }
 
+    /// The bytes of `of`, kept allocated by holding it (an alias
+    /// registration's memory: `of` frees them, after every alias).
+    pub(crate) fn alias(of: crate::Registration<'static>, ptr: *mut u8, len: usize) -> OwnedMemory {
+        OwnedMemory {
+            ptr,
+            len,
+            origin: Origin::Alias(of),
+        }
+    }
+
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
@@ -91,6 +105,8 @@ impl Drop for OwnedMemory {
             }),
             // The owner field drops after this and frees the memory.
             Origin::Registrar(_) => {}
+            // The original segment frees them when its last holder goes.
+            Origin::Alias(_) => {}
         }
     }
 }

@@ -80,6 +80,17 @@ pub enum UcxError {
         /// The option.
         name: String,
     },
+    /// A posted element names a rebased registration this transport does
+    /// not hold, or bytes outside it.
+    #[error("{len} bytes at RDMA address {addr:#x} are not in a live registration of key {key:#x}")]
+    UnknownLocalBuffer {
+        /// The element's key.
+        key: u32,
+        /// Its RDMA address.
+        addr: u64,
+        /// Its length.
+        len: u32,
+    },
 }
 
 impl UcxError {

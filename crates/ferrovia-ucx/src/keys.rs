@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use crate::context::{ContextHandle, UcxContext};
 use crate::error::{UcxError, check};
 use crate::ffi;
+use crate::local_addr::REBASED;
 use crate::revoke::{self, Driver};
 
 /// What a peer needs to access one registration.
@@ -132,9 +133,15 @@ impl KeyDirectory {
     }
 
     fn insert(&self, info: KeyInfo) -> u32 {
-        // Keys are never reused, so a stale descriptor names no live
-        // registration.
-        let key = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        // Keys are not reused (for 2^31 registrations), so a stale
+        // descriptor names no live registration; a rebased one's key says
+        // so, for its local buffers (`crate::local_addr`).
+        let n = (self.next.fetch_add(1, Ordering::Relaxed) + 1) & !REBASED;
+        let key = if info.iova == info.addr {
+            n
+        } else {
+            n | REBASED
+        };
         self.keys.lock().insert(
             key,
             Entry {
@@ -143,6 +150,15 @@ impl KeyDirectory {
             },
         );
         key
+    }
+
+    /// This process's address of `len` bytes at RDMA address `addr` of
+    /// the live registration `key`, if they lie inside it.
+    pub(crate) fn local_addr(&self, key: u32, addr: u64, len: u64) -> Option<u64> {
+        let keys = self.keys.lock();
+        let info = &keys.get(&key)?.info;
+        let off = addr.checked_sub(info.iova)?;
+        (off.checked_add(len)? <= info.len).then(|| info.addr + off)
     }
 
     /// Removes `key` (a fetch from now on answers "not found"); the peers

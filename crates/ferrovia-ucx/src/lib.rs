@@ -60,6 +60,7 @@ mod events;
 mod exposure;
 mod ffi;
 mod keys;
+mod local_addr;
 mod netdev;
 mod notify;
 mod peer;

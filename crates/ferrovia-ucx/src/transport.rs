@@ -15,6 +15,7 @@ use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
 use crate::error::UcxError;
 use crate::keys::{KeyDirectory, UcxRegistrar};
+use crate::local_addr;
 
 /// How long `wait` polls before it sleeps.
 const WAIT_SPIN: Duration = Duration::from_micros(50);
@@ -265,6 +266,14 @@ unsafe impl Transport for UcxTransport {
     }
 
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()> {
+        if local_addr::any_rebased(ops) {
+            return local_addr::translated(&self.dir, ops, |ops| {
+                // SAFETY: the same operations on the same bytes, their
+                // elements now in this process's addresses; the caller's
+                // contract carries over.
+                unsafe { self.post_send(peer, ops) }
+            });
+        }
         self.check(peer)?;
         // Issued from this thread while it holds the engine: no command
         // hand-off. When another thread holds it, the ops queue as
@@ -287,6 +296,12 @@ unsafe impl Transport for UcxTransport {
     }
 
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
+        if local_addr::any_rebased(ops) {
+            return local_addr::translated(&self.dir, ops, |ops| {
+                // SAFETY: as for sends.
+                unsafe { self.post_recv(peer, ops) }
+            });
+        }
         self.check(peer)?;
         // As for sends.
         if engine::with_engine(&self.engine, &self.shared, |e| {
@@ -310,6 +325,12 @@ unsafe impl Transport for UcxTransport {
     }
 
     unsafe fn post_shared_recv(&self, ops: &[RecvOp]) -> TransportResult<()> {
+        if local_addr::any_rebased(ops) {
+            return local_addr::translated(&self.dir, ops, |ops| {
+                // SAFETY: as for sends.
+                unsafe { self.post_shared_recv(ops) }
+            });
+        }
         if self.shared_receives == 0 {
             return Err(TransportError::NoSharedPool);
         }

@@ -13,6 +13,7 @@
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
 //! | `asynchronous` | `ferrovia-async` | operations as tokio futures that own their buffers (feature `async`) |
+//! | `transfer` | `ferrovia-transfer` | batches of descriptors to many peers over several rails, notifications, failover (feature `transfer`) |
 //!
 //! # Features
 //! - `verbs` (default): the verbs layers and `Channel`, and the [`Node`]
@@ -26,6 +27,8 @@
 //!   futures on tokio that own their registered buffers (dropping or
 //!   forgetting one never frees memory the NIC or UCX may touch); pulls in
 //!   tokio, which programs without it never build.
+//! - `transfer` (default): [`TransferEngine`] and the transfer layer,
+//!   built only on the public APIs of the channel and node layers.
 //! - `default-features = false, features = ["ucx"]` builds without
 //!   rdma-core at all; `features = ["verbs"]` without UCX.
 //!
@@ -143,6 +146,8 @@ pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
 #[cfg(feature = "verbs")]
 pub use ferrovia_sys as sys;
+#[cfg(feature = "transfer")]
+pub use ferrovia_transfer as transfer;
 pub use ferrovia_types as types;
 #[cfg(feature = "ucx")]
 pub use ferrovia_ucx as ucx;
@@ -167,7 +172,15 @@ pub use ferrovia_mr::{
 pub use ferrovia_node::{
     ACCEPT_DATA_MAX, AbandonCause, Backend, BarrierAlgorithm, BarrierError, BootstrapError,
     CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node,
-    NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, connect,
+    NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, Rail, RailError, RailSpec,
+    connect,
+};
+// `Op` and `Report` stay in `ferrovia::transfer` (the async layer has an
+// `Op` of its own).
+#[cfg(feature = "transfer")]
+pub use ferrovia_transfer::{
+    DescriptorList, Notification, PreparedList, RailPolicy, RemoteSegment, Segment,
+    TransferBuilder, TransferEngine, TransferError,
 };
 pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 #[cfg(feature = "ucx")]

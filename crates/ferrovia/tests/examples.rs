@@ -21,6 +21,8 @@ const EXAMPLES: &[(&str, usize, Option<&[usize]>)] = &[
     ("accept_clients", 4, Some(&[0, 1, 2, 3])),
     #[cfg(feature = "async")]
     ("async_service", 4, None),
+    #[cfg(feature = "transfer")]
+    ("kv_transfer", 2, None),
 ];
 
 /// `target/<profile>/examples/NAME`, next to this test's `deps` folder
@@ -77,5 +79,6 @@ fn every_example_runs_over_ucx_tcp() {
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn every_example_runs_over_verbs() {
-    run_all(&[("FERROVIA_BACKEND", "verbs")]);
+    // The VM has 2 GiB: kv_transfer's two pools at 256 MiB each.
+    run_all(&[("FERROVIA_BACKEND", "verbs"), ("KV_POOL_MIB", "256")]);
 }

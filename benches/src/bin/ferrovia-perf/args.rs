@@ -33,6 +33,10 @@ pub(crate) enum Test {
     /// Barrier latency of the two ranks.
     #[value(name = "barrier")]
     Barrier,
+    /// Transfer-layer batches: `--entries` writes of `--size` bytes as one
+    /// batch over `--rails`, `--iters` batches.
+    #[value(name = "batch_bw")]
+    BatchBw,
 }
 
 /// The atomic operation of the atomic tests, as perftest's `-A` names it.
@@ -88,6 +92,13 @@ struct Cli {
         default_value = "FETCH_AND_ADD"
     )]
     atomic: AtomicKind,
+    /// batch_bw: entries per batch.
+    #[arg(long = "entries", default_value_t = 10_000)]
+    entries: usize,
+    /// batch_bw: the rails, a count on the node's backend or device names
+    /// (`rxe0,rxe1`), as `FERROVIA_RAILS`.
+    #[arg(long = "rails", default_value = "1")]
+    rails: String,
     /// RDMA device.
     #[arg(short = 'd', long = "ib-dev")]
     device: Option<String>,
@@ -128,11 +139,20 @@ pub(crate) struct Args {
     pub(crate) atomic: AtomicKind,
     /// perftest's rdma_cm mode (`-R`).
     pub(crate) rdma_cm: bool,
+    /// batch_bw: entries per batch.
+    pub(crate) entries: usize,
+    /// batch_bw: the rails' words.
+    pub(crate) rails: String,
 }
 
 impl Args {
     pub(crate) fn is_bandwidth(&self) -> bool {
         self.test.ends_with("_bw")
+    }
+
+    /// Whether this is the transfer layer's test.
+    pub(crate) fn is_batch(&self) -> bool {
+        self.test == "batch_bw"
     }
 }
 
@@ -162,8 +182,15 @@ where
         (false, Some(s)) => vec![s],
         (false, None) => vec![if bandwidth { 65536 } else { 8 }],
     };
+    let batch = test == "batch_bw";
     let a = Args {
-        iters: cli.iters.unwrap_or(if bandwidth { 5000 } else { 1000 }),
+        iters: cli.iters.unwrap_or(if batch {
+            10
+        } else if bandwidth {
+            5000
+        } else {
+            1000
+        }),
         sizes,
         test,
         tx_depth: cli.tx_depth,
@@ -177,10 +204,17 @@ where
         busy: cli.async_busy,
         atomic: cli.atomic,
         rdma_cm: cli.rdma_cm,
+        entries: cli.entries,
+        rails: cli.rails,
     };
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
         return Err(invalid(
             "--size, --iters, --tx-depth, --qp and --post-list must be positive",
+        ));
+    }
+    if batch && (a.entries == 0 || a.asynchronous || a.qps > 1 || a.rdma_cm) {
+        return Err(invalid(
+            "batch_bw takes a positive --entries, and no --async, --qp or -R",
         ));
     }
     if a.asynchronous && a.test.starts_with("atomic") {
@@ -228,6 +262,14 @@ mod tests {
             (&[8][..], AtomicKind::CmpAndSwap)
         );
         assert_eq!(p("atomic_lat").unwrap().atomic, AtomicKind::FetchAndAdd);
+        let a = p("batch_bw -s 4096 --entries 1000 --rails rxe0,rxe1").unwrap();
+        assert!(a.is_batch() && a.is_bandwidth());
+        assert_eq!(
+            (a.entries, a.rails.as_str(), a.iters),
+            (1000, "rxe0,rxe1", 10)
+        );
+        assert!(p("batch_bw --entries 0").is_err());
+        assert!(p("batch_bw --async").is_err());
     }
 
     #[test]

@@ -26,6 +26,7 @@
 mod args;
 mod asynchronous;
 mod bandwidth;
+mod batch;
 mod latency;
 mod passive;
 mod rdma_cm;
@@ -188,10 +189,14 @@ fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
-fn run(args: &Args) -> Result<(), NodeError> {
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    if args.is_batch() {
+        let mut node = connect(args, 0)?;
+        return batch::run(&mut node, args);
+    }
     if args.is_bandwidth() {
         println!("ferrovia-perf {} x{} QP", args.test, args.qps);
-        return run_bandwidth(args);
+        return Ok(run_bandwidth(args)?);
     }
     let mut node = connect(args, 0)?;
     let role = if node.rank() == 0 { "server" } else { "client" };
