@@ -12,7 +12,7 @@
 //!   [`PreparedList`] again costs only the posting (no allocation).
 //! - **Submission** in a scope ([`TransferEngine::scope`],
 //!   [`TransferScope::submit`]): the batch borrows the segment's bytes (a
-//!   [`Lease`](ferrovia_channel::Lease)) and the list until every run is
+//!   [`Lease`]) and the list until every run is
 //!   complete or flushed, as a channel's scope does; or owned
 //!   ([`TransferEngine::submit`], [`OwnedBatch`]): the runs hold the lease,
 //!   which owns the bytes and keys, so dropping or forgetting the batch (or
