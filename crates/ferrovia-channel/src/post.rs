@@ -263,19 +263,38 @@ impl ChannelCore {
                 tail = Ticket { index, epoch };
             }
             posted += chunk.len();
-            let ops = &st.ops[..chunk.len()];
             // SAFETY: each op's SGEs come from the `Gather<'env>`s of its
             // request, borrowed until the scope over this core ends, and the
             // scope drains every op of this core before that; see
             // `post_send` for the full argument, which holds per op.
-            if let Err(e) = unsafe { self.transport.post_send(peer, ops) } {
-                for op in ops {
-                    st.slots.unpost(op.wr_id as u32);
-                }
-                return Err(e);
-            }
+            unsafe { self.post_staged(st, peer, chunk.len()) }?;
         }
         Ok(tail)
+    }
+
+    /// Posts the first `n` ops staged in `st.ops` to `peer`; if the
+    /// transport refuses them, their slots are freed (none went).
+    ///
+    /// # Safety
+    /// As [`Transport::post_send`](crate::Transport::post_send): every
+    /// op's local and remote memory stays valid, and untouched by the
+    /// program where the device writes it, until the transport reports
+    /// the op.
+    pub(crate) unsafe fn post_staged(
+        &self,
+        st: &mut EngineState,
+        peer: usize,
+        n: usize,
+    ) -> TransportResult<()> {
+        let ops = &st.ops[..n];
+        // SAFETY: the caller's contract is the transport's.
+        if let Err(e) = unsafe { self.transport.post_send(peer, ops) } {
+            for op in ops {
+                st.slots.unpost(op.wr_id as u32);
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// A send-queue op, built by value (the owned posts, which keep their

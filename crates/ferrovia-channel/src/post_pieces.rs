@@ -93,7 +93,6 @@ impl ChannelCore {
                 }
             }
             posted += chunk.len();
-            let ops = &st.ops[..chunk.len()];
             // SAFETY: each op's SGE lies in the bytes of the lease the
             // caller holds (`Pieces::run` checked its span) and names the
             // registration the pieces keep alive. For a scope's run
@@ -106,12 +105,7 @@ impl ChannelCore {
             // comes after the chunk's earlier, unsignalled pieces; the slot
             // hands it on only then (`Slots::release`), or leaks it if the
             // engine drops with the flush never reported.
-            if let Err(e) = unsafe { self.transport.post_send(peer, ops) } {
-                for op in ops {
-                    st.slots.unpost(op.wr_id as u32);
-                }
-                return Err(e);
-            }
+            unsafe { self.post_staged(st, peer, chunk.len()) }?;
         }
         Ok(tail)
     }

@@ -83,6 +83,19 @@ impl Link {
         }
     }
 
+    /// The UCX worker addresses among `links` (by rank; verbs links are
+    /// left out, since a caller checked that there are none).
+    #[cfg(feature = "ucx")]
+    pub(crate) fn ucx_addresses(links: Vec<Link>) -> Vec<Vec<u8>> {
+        links
+            .into_iter()
+            .filter_map(|l| match l {
+                Link::Ucx(a) => Some(a),
+                Link::Verbs(_) => None,
+            })
+            .collect()
+    }
+
     /// The first rank whose link is of another backend than `mine`, with
     /// its backend.
     pub(crate) fn first_other(links: &[Link], mine: Backend) -> Option<(usize, Backend)> {
@@ -314,13 +327,7 @@ impl Opened {
                     registry,
                     ..
                 } = opened;
-                let addresses: Vec<Vec<u8>> = links
-                    .into_iter()
-                    .filter_map(|l| match l {
-                        Link::Ucx(a) => Some(a),
-                        Link::Verbs(_) => None,
-                    })
-                    .collect();
+                let addresses = Link::ucx_addresses(links);
                 transport
                     .connect(rank, &addresses)
                     .map_err(|e| BootstrapError::Connect {

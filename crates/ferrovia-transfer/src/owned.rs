@@ -57,14 +57,7 @@ impl Poster for OwnedPoster<'_> {
         range: std::ops::Range<usize>,
         kind: OpKind,
     ) -> Result<PieceTicket, TransportError> {
-        let pieces = self
-            .prepared
-            .pieces
-            .get(rail)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: vpeer,
-                count: self.prepared.pieces.len(),
-            })?;
+        let pieces = self.prepared.rail_pieces(rail, vpeer)?;
         self.core
             .post_pieces_owned(pieces, vpeer, range, kind, self.lease)
     }

@@ -121,6 +121,20 @@ impl Default for PreparedList {
 }
 
 impl PreparedList {
+    /// The pieces of `rail` (to post to the rails' peer `vpeer`).
+    pub(crate) fn rail_pieces(
+        &self,
+        rail: usize,
+        vpeer: usize,
+    ) -> Result<&Pieces<'static>, ferrovia_channel::TransportError> {
+        self.pieces
+            .get(rail)
+            .ok_or(ferrovia_channel::TransportError::NoSuchPeer {
+                peer: vpeer,
+                count: self.pieces.len(),
+            })
+    }
+
     /// Entries in it.
     pub fn entries(&self) -> usize {
         self.entries

@@ -83,14 +83,7 @@ impl Poster for ScopePoster<'_, '_, '_, '_> {
         range: std::ops::Range<usize>,
         kind: OpKind,
     ) -> Result<PieceTicket, TransportError> {
-        let pieces = self
-            .prepared
-            .pieces
-            .get(rail)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: vpeer,
-                count: self.prepared.pieces.len(),
-            })?;
+        let pieces = self.prepared.rail_pieces(rail, vpeer)?;
         self.ps
             .borrow_mut()
             .post_pieces(pieces, vpeer, range, kind, self.lease)

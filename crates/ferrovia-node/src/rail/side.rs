@@ -120,13 +120,7 @@ impl Side {
             }
             #[cfg(feature = "ucx")]
             Side::Ucx(opened) => {
-                let addresses: Vec<Vec<u8>> = links
-                    .into_iter()
-                    .filter_map(|l| match l {
-                        Link::Ucx(a) => Some(a),
-                        Link::Verbs(_) => None,
-                    })
-                    .collect();
+                let addresses = Link::ucx_addresses(links);
                 let crate::backend::UcxOpened {
                     transport,
                     registry,
