@@ -10,10 +10,10 @@ use ferrovia_channel::{
 };
 use ferrovia_types::{CompletionError, WcClass, WcStatus};
 
-use crate::engine::EngineState;
 use crate::error::TransferError;
 use crate::notify::NOTIFY_MAX;
 use crate::prepare::{PreparedList, RunState};
+use crate::state::EngineState;
 
 /// The most rails an engine drives.
 pub const MAX_RAILS: usize = 8;

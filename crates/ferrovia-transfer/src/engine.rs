@@ -24,6 +24,7 @@ use crate::policy::{RailPolicy, Scheduler};
 use crate::prepare::{PreparedList, Shape, Slicing, prepare};
 use crate::scoped::TransferScope;
 use crate::segment::{RemoteSegment, Segment};
+use crate::state::EngineState;
 
 /// Ids of engines in this process, so a list prepared for one is refused
 /// by another.
@@ -211,63 +212,6 @@ impl TransferBuilder {
     }
 }
 
-/// What batches share of their engine.
-pub(crate) struct EngineState {
-    pub(crate) id: u64,
-    pub(crate) rank: usize,
-    pub(crate) rails: usize,
-    pub(crate) peers: usize,
-    pub(crate) registries: Vec<MrRegistry>,
-    /// Per (rail, peer): whether the connection works.
-    alive: RefCell<Vec<bool>>,
-    pub(crate) sched: RefCell<Scheduler>,
-    pub(crate) notifier: RefCell<Notifier>,
-    batches: Cell<u64>,
-    slicing: Slicing,
-    pub(crate) timeout: Duration,
-}
-
-impl EngineState {
-    /// The rails' peer of `peer` on `rail`, if both are in range.
-    pub(crate) fn vpeer(&self, rail: usize, peer: usize) -> Result<usize, TransferError> {
-        if rail >= self.rails || peer >= self.peers {
-            return Err(TransferError::NoSuchRail {
-                rail,
-                peer,
-                rails: self.rails,
-                peers: self.peers,
-            });
-        }
-        Ok(rail * self.peers + peer)
-    }
-
-    pub(crate) fn is_alive(&self, rail: usize, peer: usize) -> bool {
-        self.alive
-            .borrow()
-            .get(rail * self.peers + peer)
-            .copied()
-            .unwrap_or(false)
-    }
-
-    /// Marks the connection of `rail` to `peer` lost; whether it was up.
-    pub(crate) fn lose(&self, rail: usize, peer: usize) -> bool {
-        let mut alive = self.alive.borrow_mut();
-        match alive.get_mut(rail * self.peers + peer) {
-            Some(a) if *a => {
-                *a = false;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub(crate) fn next_batch(&self) -> u64 {
-        let id = self.batches.get();
-        self.batches.set(id + 1);
-        id
-    }
-}
-
 /// Batches of one-sided transfers to many peers over several rails (see
 /// the crate docs).
 pub struct TransferEngine {
@@ -431,7 +375,14 @@ impl TransferEngine {
         op: Op,
         notify: Option<&[u8]>,
     ) -> Result<OwnedBatch<'_>, Rejected> {
-        OwnedBatch::start(self, prepared, lease.clone(), op, notify)
+        OwnedBatch::start(
+            &self.state,
+            self.core(),
+            prepared,
+            lease.clone(),
+            op,
+            notify,
+        )
     }
 
     /// The rails' channel core (owned batches post and poll through it).
@@ -493,9 +444,7 @@ impl TransferEngine {
             || Ok(multi.borrow_mut().renew_transport(vpeer)?),
             |theirs| Ok(multi.borrow_mut().connect_renewed(vpeer, &theirs)?),
         )?;
-        if let Some(a) = self.state.alive.borrow_mut().get_mut(vpeer) {
-            *a = true;
-        }
+        self.state.revive(vpeer);
         Ok(())
     }
 

@@ -49,6 +49,7 @@ mod policy;
 mod prepare;
 mod scoped;
 mod segment;
+mod state;
 
 pub use batch::{MAX_RAILS, Op, Report};
 pub use engine::{TransferBuilder, TransferEngine, target_options};

@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 use ferrovia_channel::{ChannelCore, Lease, OpKind, PieceTicket, TransportError};
 
 use crate::batch::{Flight, Op, Poster, Report};
-use crate::engine::TransferEngine;
 use crate::error::{Rejected, TransferError};
 use crate::prepare::PreparedList;
+use crate::state::EngineState;
 
 /// A batch that holds its list and, through its runs, its lease: wait for
 /// it ([`OwnedBatch::wait`]) or await it, then take the list back
 /// ([`OwnedBatch::into_list`]) to submit it again.
 pub struct OwnedBatch<'e> {
-    engine: &'e TransferEngine,
+    state: &'e EngineState,
+    core: &'e ChannelCore,
     prepared: PreparedList,
     lease: Arc<Lease<'static>>,
     flight: Flight,
@@ -65,13 +66,14 @@ impl Poster for OwnedPoster<'_> {
 
 impl<'e> OwnedBatch<'e> {
     pub(crate) fn start(
-        engine: &'e TransferEngine,
+        state: &'e EngineState,
+        core: &'e ChannelCore,
         prepared: PreparedList,
         lease: Arc<Lease<'static>>,
         op: Op,
         notify: Option<&[u8]>,
     ) -> Result<OwnedBatch<'e>, Rejected> {
-        let eng = &engine.state;
+        let eng = state;
         let mut flight = match Flight::start(eng, &prepared, op, notify, &lease) {
             Ok(f) => f,
             Err(error) => {
@@ -83,13 +85,14 @@ impl<'e> OwnedBatch<'e> {
         };
         let deadline = Instant::now() + eng.timeout;
         let mut poster = OwnedPoster {
-            core: engine.core(),
+            core,
             prepared: &prepared,
             lease: &lease,
         };
         flight.step(eng, &prepared, &mut poster, deadline);
         Ok(OwnedBatch {
-            engine,
+            state,
+            core,
             prepared,
             lease,
             flight,
@@ -106,12 +109,12 @@ impl<'e> OwnedBatch<'e> {
     /// timeout (it goes on: wait again).
     pub fn wait(&mut self, timeout: Duration) -> Result<Report, TransferError> {
         let mut poster = OwnedPoster {
-            core: self.engine.core(),
+            core: self.core,
             prepared: &self.prepared,
             lease: &self.lease,
         };
         self.flight.wait(
-            &self.engine.state,
+            self.state,
             &self.prepared,
             &mut poster,
             Instant::now() + timeout,
@@ -139,7 +142,7 @@ impl Drop for OwnedBatch<'_> {
     fn drop(&mut self) {
         if !self.flight.finished() {
             // Its runs hold the lease until the device is done with them.
-            self.flight.give_up(&self.prepared, self.engine.core());
+            self.flight.give_up(&self.prepared, self.core);
         }
     }
 }
@@ -153,23 +156,21 @@ impl Future for OwnedBatch<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let mut poster = OwnedPoster {
-            core: this.engine.core(),
+            core: this.core,
             prepared: &this.prepared,
             lease: &this.lease,
         };
-        if this.flight.step(
-            &this.engine.state,
-            &this.prepared,
-            &mut poster,
-            this.deadline,
-        ) {
+        if this
+            .flight
+            .step(this.state, &this.prepared, &mut poster, this.deadline)
+        {
             return Poll::Ready(this.flight.outcome(&this.prepared));
         }
         if Instant::now() >= this.deadline {
             return Poll::Ready(Err(TransferError::Timeout {
                 pending: this.flight.pending(&this.prepared),
                 total: this.prepared.runs.len(),
-                after: this.engine.state.timeout,
+                after: this.state.timeout,
             }));
         }
         cx.waker().wake_by_ref();

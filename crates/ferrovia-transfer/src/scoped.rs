@@ -12,9 +12,9 @@ use ferrovia_channel::{
 };
 
 use crate::batch::{Flight, Op, Poster, Report};
-use crate::engine::EngineState;
 use crate::error::TransferError;
 use crate::prepare::PreparedList;
+use crate::state::EngineState;
 
 /// A scope over every rail of an engine (see
 /// [`TransferEngine::scope`](crate::TransferEngine::scope)).

@@ -22,8 +22,11 @@ use parking_lot::Mutex;
 use crate::context::{ContextHandle, UcxContext};
 use crate::error::{UcxError, check};
 use crate::ffi;
-use crate::local_addr::REBASED;
 use crate::revoke::{self, Driver};
+
+/// Set in the keys of registrations whose RDMA addresses are not their
+/// pointers (`crate::local_addr` translates their local buffers).
+pub(crate) const REBASED: u32 = 1 << 31;
 
 /// What a peer needs to access one registration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! Elements carry RDMA addresses, which a verbs device takes for local
 //! buffers too; for a zero-based or rebased registration they count from
 //! its own base, not the pointer UCX wants. Keys of such registrations are
-//! minted with [`REBASED`] set, and an operation naming one has its
+//! minted with `REBASED` set, and an operation naming one has its
 //! elements translated before UCX sees it; every other goes as it is (one
 //! bit test per element).
 
@@ -10,11 +10,7 @@ use ferrovia_channel::{RecvOp, SendOp, TransportError, TransportResult};
 use ferrovia_types::Sge;
 
 use crate::error::UcxError;
-use crate::keys::KeyDirectory;
-
-/// Set in the keys of registrations whose RDMA addresses are not their
-/// pointers.
-pub(crate) const REBASED: u32 = 1 << 31;
+use crate::keys::{KeyDirectory, REBASED};
 
 /// How many operations are translated on the stack.
 const BATCH: usize = 16;
