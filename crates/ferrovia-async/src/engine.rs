@@ -93,6 +93,8 @@ pub(crate) struct Inner<T> {
     pub(crate) poke: Poke,
     /// How often the reactor woke because the event fd was readable.
     pub(crate) fd_wakes: Arc<std::sync::atomic::AtomicU64>,
+    /// Holds the reactor's turns back while `into_inner` takes the engine.
+    pub(crate) gate: Arc<crate::reactor::Gate>,
 }
 
 impl<T: Target> Inner<T> {
@@ -111,6 +113,7 @@ impl<T: Target> Inner<T> {
             has_orphans: AtomicBool::new(false),
             poke: Poke(Arc::new(Notify::new())),
             fd_wakes: Arc::default(),
+            gate: Arc::default(),
         }
     }
 

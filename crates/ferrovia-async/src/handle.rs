@@ -102,6 +102,7 @@ impl<T: Target> Async<T> {
             inner.poke.0.clone(),
             wake,
             inner.fd_wakes.clone(),
+            inner.gate.clone(),
         ));
         Ok(Async { inner })
     }
@@ -114,7 +115,13 @@ impl<T: Target> Async<T> {
         if with(&*self.inner, |core| core.outstanding()) > 0 {
             return Err(self);
         }
-        match Arc::try_unwrap(self.inner) {
+        // The reactor holds the engine during each turn: keep it out while
+        // looking, so "nothing outstanding, no other handle" is enough.
+        let gate = self.inner.gate.clone();
+        gate.close();
+        let taken = Arc::try_unwrap(self.inner);
+        gate.open();
+        match taken {
             Ok(inner) => {
                 let target = inner.into_target();
                 // Nothing is outstanding and no one else holds the engine.
