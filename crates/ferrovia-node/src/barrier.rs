@@ -49,7 +49,9 @@
 //! break in 2^23 goes unseen); the invariant below rests on the counts.
 //!
 //! **Invariant.** A barrier returns `Ok` only if every listed rank entered
-//! that same barrier (and this rank's own signal writes have completed). Each accepted signal is from the sender's part in
+//! that same barrier (and this rank's own signal writes have completed,
+//! or ended with their peer's connection: a peer that took the signal may
+//! leave before the acknowledgment is back). Each accepted signal is from the sender's part in
 //! this very barrier, and the algorithms are correct barriers when every
 //! signal is the one they expect (a round of dissemination carries what
 //! its sender learnt in this barrier's earlier rounds, never a later

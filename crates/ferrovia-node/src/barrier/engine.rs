@@ -250,11 +250,7 @@ impl Run {
                         }
                     }
                 },
-                Phase::Landing => match f.landed() {
-                    Landed::All => return Poll::Ready(Ok(())),
-                    Landed::Waiting(to) => return self.pending(st, f, slow, to),
-                    Landed::Failed(to) => return self.ask(st, f, to),
-                },
+                Phase::Landing => return self.landing(st, f, slow),
                 Phase::Querying {
                     id,
                     until,
@@ -273,8 +269,8 @@ impl Run {
         }
     }
 
-    /// Not there yet, waiting on `waited_on`: past the deadline, or once a
-    /// listed peer's connection breaks, ask who arrived.
+    /// Not there yet, waiting on `waited_on`: past the deadline, or once
+    /// its connection breaks, ask who arrived.
     fn pending(
         &mut self,
         st: &mut RankState,
@@ -293,11 +289,49 @@ impl Run {
             if let Err(e) = f.progress() {
                 return Poll::Ready(Err(e.into()));
             }
-            if self.others(st.me).any(|p| f.is_broken(p)) {
+            // Only the peer waited on: a listed peer done with its part
+            // here (its signals taken, none owed to it) may pass this
+            // barrier, exit and reset its connections before another's
+            // signal reaches this rank; a peer further on is looked at when
+            // its step comes, and one that cannot go on abandons, which
+            // `heard` sees.
+            if f.is_broken(waited_on) {
                 return self.ask(st, f, waited_on);
             }
         }
         Poll::Pending
+    }
+
+    /// Every step done, so every listed rank entered this barrier (each
+    /// wait matched its signal): what is left is this rank's own signal
+    /// writes. A write that failed, or waits on a peer whose connection
+    /// broke, passes: a peer that took the signal may leave before the
+    /// write's acknowledgment comes back (over UCX the acknowledgment is
+    /// software, and a peer done with its last barrier exits and flushes),
+    /// and asking would only find it gone. One to a sound peer is waited
+    /// for as a signal is.
+    fn landing(
+        &mut self,
+        st: &mut RankState,
+        f: &mut impl Fabric,
+        slow: bool,
+    ) -> Poll<Result<(), BarrierError>> {
+        match f.landed() {
+            Landed::All => Poll::Ready(Ok(())),
+            Landed::Failed(to) => {
+                log::debug!(
+                    "barrier passed; its signal write to rank {to} failed (its connection ended)"
+                );
+                Poll::Ready(Ok(()))
+            }
+            Landed::Waiting(to) if f.is_broken(to) => {
+                log::debug!(
+                    "barrier passed; its signal write to rank {to} is flushed (its connection broke)"
+                );
+                Poll::Ready(Ok(()))
+            }
+            Landed::Waiting(to) => self.pending(st, f, slow, to),
+        }
     }
 
     /// Sends a query to every listed peer; the verdict comes after the

@@ -33,6 +33,8 @@ struct Plan {
     /// Connections one side knows broken from the start (see `sim`).
     broken: Vec<(usize, usize)>,
     detect: bool,
+    /// Ranks done with their script leave and reset (see `sim`).
+    leave_resets: bool,
     seed: u64,
 }
 
@@ -43,6 +45,7 @@ impl Plan {
             deaths: self.deaths.clone(),
             broken: self.broken.clone(),
             detect: self.detect,
+            leave_resets: self.leave_resets,
             max_delay: MAX_DELAY,
             tick: TICK,
             query_wait: QUERY_WAIT,
@@ -116,17 +119,21 @@ fn plan_with(
             timeouts,
             proptest::collection::vec(death, world),
             any::<bool>(),
+            any::<bool>(),
             any::<u64>(),
         )
-            .prop_map(move |(barriers, timeouts, deaths, detect, seed)| Plan {
-                world,
-                barriers,
-                timeouts,
-                deaths,
-                broken: Vec::new(),
-                detect,
-                seed,
-            })
+            .prop_map(
+                move |(barriers, timeouts, deaths, detect, leave_resets, seed)| Plan {
+                    world,
+                    barriers,
+                    timeouts,
+                    deaths,
+                    broken: Vec::new(),
+                    detect,
+                    leave_resets,
+                    seed,
+                },
+            )
     })
 }
 
@@ -258,6 +265,28 @@ proptest! {
         let h = plan.run();
         check(&plan, &h)?;
         for rec in h.records.iter().filter(|r| r.call >= prefix) {
+            prop_assert!(rec.result.is_ok(), "{rec:?} failed");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Ranks that pass their last barrier leave and reset their
+    /// connections (a process exiting) while others are still in it:
+    /// those pass too. A rank asked as soon as any listed peer broke, so a
+    /// peer that had finished its part, left and reset could fail another's
+    /// wait on a third rank (async_service over UCX tcp, 7 of 20 runs).
+    #[test]
+    fn ranks_that_leave_do_not_fail_those_still_in_the_barrier(
+        plan in plan_with(6, Just(GENEROUS).boxed(), false)
+    ) {
+        let mut plan = plan;
+        plan.leave_resets = true;
+        let h = plan.run();
+        check(&plan, &h)?;
+        for rec in &h.records {
             prop_assert!(rec.result.is_ok(), "{rec:?} failed");
         }
     }

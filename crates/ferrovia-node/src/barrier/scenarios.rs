@@ -16,6 +16,7 @@ fn config(world: usize, deaths: Vec<Option<Duration>>) -> Config {
         deaths,
         broken: Vec::new(),
         detect: false,
+        leave_resets: false,
         max_delay: 2 * MS,
         tick: MS / 2,
         query_wait: 20 * MS,

@@ -1,7 +1,7 @@
 //! A simulated fabric for the barrier engine: ranks in one process, a
 //! virtual clock, writes that land after random delays (in posting order
 //! per pair of ranks, in any order across pairs), ranks that die at given
-//! times, connections one side knows broken from the start (as a drain
+//! times, ranks that reset their connections when they leave, connections one side knows broken from the start (as a drain
 //! deadline's flush leaves them), and writes to dead or flushed ranks that
 //! are lost (with an error completion where the transport detects it, as
 //! verbs and UCX tcp do; silently as over UCX shared memory). It logs when
@@ -67,6 +67,11 @@ pub(super) struct Config {
     /// Writes to dead or flushed ranks fail (and break the connection)
     /// rather than vanish.
     pub(super) detect: bool,
+    /// A rank done with its script leaves as a process exits: its peers
+    /// learn its connections reset, each after up to `max_delay` (UCX's
+    /// Reset, a QP's error), and writes to it fail or vanish as to a dead
+    /// rank.
+    pub(super) leave_resets: bool,
     /// A write lands 0 to `max_delay` after it is posted (later if an
     /// earlier write of its pair lands later).
     pub(super) max_delay: Duration,
@@ -107,6 +112,9 @@ pub(super) struct Landing {
     pub(super) from: usize,
     pub(super) to: usize,
     pub(super) word: u64,
+    /// When a later word overwrote it in its slot, if one did (a sender
+    /// four barriers ahead reuses the slot).
+    pub(super) until: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -162,6 +170,9 @@ struct World {
     reason_src: Vec<Vec<u64>>,
     abandon_src: Vec<Vec<[u64; RING]>>,
     abandons: Vec<Landing>,
+    /// Resets on their way: at that time, `.1` learns its connection to
+    /// `.2` broken.
+    resets: Vec<(Duration, usize, usize)>,
 }
 
 impl World {
@@ -192,6 +203,17 @@ impl World {
             reason_src: vec![vec![0; n]; n],
             abandon_src: vec![vec![[0; RING]; n]; n],
             abandons: Vec::new(),
+            resets: Vec::new(),
+        }
+    }
+
+    /// `r` left: it is gone for writes, and its peers hear of it.
+    fn leave(&mut self, r: usize) {
+        self.dead[r] = true;
+        for p in (0..self.n).filter(|&p| p != r) {
+            let delay = self.rng.upto(self.cfg.max_delay.as_micros() as u64);
+            self.resets
+                .push((self.now + Duration::from_micros(delay), p, r));
         }
     }
 
@@ -209,8 +231,13 @@ impl World {
         }
     }
 
-    /// Lands every write due by now.
+    /// Lands every write due by now, and tells every reset due.
     fn deliver(&mut self) {
+        let now = self.now;
+        for &(_, p, r) in self.resets.iter().filter(|x| x.0 <= now) {
+            self.broken[p][r] = true;
+        }
+        self.resets.retain(|x| x.0 > now);
         for from in 0..self.n {
             for to in 0..self.n {
                 while self.lanes[from * self.n + to]
@@ -235,6 +262,18 @@ impl World {
             }
             return;
         }
+        if let Kind::Signal(slot) | Kind::Abandon(slot) = m.kind {
+            let old = self.signal[to][from][slot];
+            let now = self.now;
+            if let Some(l) = self
+                .abandons
+                .iter_mut()
+                .rev()
+                .find(|l| l.from == from && l.to == to && l.word == old && l.until.is_none())
+            {
+                l.until = Some(now);
+            }
+        }
         match m.kind {
             Kind::Signal(slot) => self.signal[to][from][slot] = self.signal_src[from][to][slot],
             Kind::Abandon(slot) => {
@@ -245,6 +284,7 @@ impl World {
                     from,
                     to,
                     word: w,
+                    until: None,
                 });
             }
             Kind::Query => self.query[to][from] = self.query_src[from],
@@ -418,6 +458,9 @@ pub(super) fn simulate(cfg: &Config, scripts: &[Vec<Call>]) -> History {
                 if runs[r].is_none() {
                     let Some(call) = scripts[r].get(next[r]) else {
                         history.done[r] = Some(world.now);
+                        if cfg.leave_resets {
+                            world.leave(r);
+                        }
                         break;
                     };
                     next[r] += 1;

@@ -26,6 +26,9 @@ fn broken_plan() -> impl Strategy<Value = Plan> {
         })
         .prop_map(|(mut plan, broken)| {
             plan.broken = broken;
+            // Ranks that leave would fail barriers they never listed a
+            // broken pair in: not this property's world.
+            plan.leave_resets = false;
             for (i, (ranks, _)) in plan.barriers.iter().enumerate() {
                 if lists_broken(&plan, ranks) {
                     plan.timeouts[i].fill(BAD);
@@ -84,6 +87,12 @@ fn check_abandonment(plan: &Plan, h: &History) -> Result<(), TestCaseError> {
         }
         prop_assert!(rec.result.is_err(), "{rec:?} passed, {l:?}");
         let heard = l.at.max(rec.started);
+        // Overwritten before the rank could look: a sender four barriers
+        // ahead reused the slot, and the rank finds a later barrier's word
+        // there instead (it fails, by that word's rule).
+        if l.until.is_some_and(|u| u <= heard + TICK) {
+            continue;
+        }
         prop_assert!(
             rec.ended <= heard + TICK,
             "{rec:?} failed {:?} after it heard {l:?}",
