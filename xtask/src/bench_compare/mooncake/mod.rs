@@ -8,6 +8,7 @@
 //!
 //! `cargo xtask bench-mooncake [tcp|rdma|all]` (hidden) runs it alone.
 
+pub(crate) mod compare;
 pub(crate) mod records;
 pub(crate) mod venv;
 
