@@ -276,7 +276,22 @@ fn notes(records: &[Record], anchors: &[(Transport, &str, &Anchor)], device: &st
         }
         lines.extend(anchor.notes.iter().map(|n| format!("- {title}: {n}")));
     }
-    lines
+    let home = std::env::var("HOME").unwrap_or_default();
+    let root = crate::workspace::root().to_string_lossy().into_owned();
+    lines.iter().map(|l| scrub(l, &root, &home)).collect()
+}
+
+/// `line` without this machine's paths (a reason may quote one; the
+/// document must not): the workspace as `.`, the home as `~`, `/tmp/` as
+/// `TMPDIR/`.
+fn scrub(line: &str, root: &str, home: &str) -> String {
+    let mut out = line.to_string();
+    for (from, to) in [(root, "."), (home, "~")] {
+        if from.len() > 1 {
+            out = out.replace(from, to);
+        }
+    }
+    out.replace("/tmp/", "TMPDIR/")
 }
 
 /// `-n` of each shape on `transport`, as text (`30, 2, 20, 2`).

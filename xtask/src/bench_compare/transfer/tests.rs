@@ -149,3 +149,16 @@ fn the_ucx_goal_is_a_ratio_to_ucx_perftest() {
         "{text}"
     );
 }
+
+#[test]
+fn notes_name_no_path_of_this_machine() {
+    assert_eq!(
+        scrub(
+            "- te_bench.py: /w/s/benches/x.py in /root/.cache/v and /tmp/te_bench-1/log",
+            "/w/s",
+            "/root"
+        ),
+        "- te_bench.py: ./benches/x.py in ~/.cache/v and TMPDIR/te_bench-1/log"
+    );
+    assert_eq!(scrub("/a b", "", "/"), "/a b");
+}
