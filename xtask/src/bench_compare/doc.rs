@@ -144,7 +144,7 @@ pub(crate) fn document(machine: &[String], tables: &str, notes: &[String]) -> St
          How to reproduce: `cargo xtask bench --compare`. One VM boot for the verbs pairs, \
          then `ferrovia-perf batch_bw` on soft-RoCE and Mooncake over rdma, then the barrier \
          sweep; then, on the host, the UCX pairs, batch_bw over UCX and Mooncake over tcp. \
-         About 25 minutes on the machine below; the command keeps a {}-minute budget (no new \
+         About 15 minutes on the machine below; the command keeps a {}-minute budget (no new \
          measurement after it, the stages sharing it), so it ends within about 35 minutes. \
          `FERROVIA_MOONCAKE=skip` (or a machine without PyPI) leaves Mooncake's cells empty \
          with the reason.\n\n\

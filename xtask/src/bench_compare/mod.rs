@@ -60,7 +60,8 @@ const PERF: Program = Program::Bin {
 /// this (minus the time the report needs). The stages' shares
 /// ([`stages::VM_BUDGET`], [`stages::HOST_BUDGET`]) fill it; a run that
 /// started before it may overrun it by its own deadline (Mooncake's over
-/// tcp: 120 s), so the command ends within ~35 min, ~25 on a quiet host.
+/// tcp: 120 s), so the command ends within ~35 min; it took 15 on this
+/// 2-core host (2026-12-02).
 const TOTAL_BUDGET: Duration = Duration::from_secs(33 * 60);
 /// Time for the VM boot and the last run after the verbs budget (a
 /// Mooncake run in progress may overrun it by its 150 s deadline, the
