@@ -119,6 +119,10 @@ enum Command {
         budget: Duration,
         #[arg(long, value_name = "RANK")]
         barrier: Option<PathBuf>,
+        /// Mooncake over rdma after the verbs stages: te_bench.py run by
+        /// PYTHON (a ready venv's), its JSON lines to OUT.
+        #[arg(long, num_args = 2, value_names = ["PYTHON", "OUT"])]
+        mooncake: Option<Vec<PathBuf>>,
         /// [default: verbs]
         #[arg(value_parser = transport)]
         transports: Vec<Transport>,
@@ -287,8 +291,15 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
             perf,
             budget,
             barrier,
+            mooncake,
             transports,
-        } => bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), transports),
+        } => {
+            let job = mooncake.map(|words| bench_compare::mooncake::compare::Job {
+                python: words[0].clone(),
+                out: words[1].clone(),
+            });
+            bench_compare::sweep_command(&file, &perf, budget, barrier.as_deref(), job, transports)
+        }
         Command::BenchMooncake { transport, smoke } => {
             bench_compare::mooncake::command(&transport, smoke)
         }
@@ -432,6 +443,43 @@ mod tests {
             (timeout, usize::from(ranks), program, args),
             (Some(job.timeout), job.ranks, job.program, job.args)
         );
+    }
+
+    #[test]
+    fn the_vm_sweep_takes_mooncake_s_interpreter_and_output() {
+        let words = [
+            "bench-compare-sweep",
+            "/f",
+            "/p",
+            "60",
+            "--barrier",
+            "/r",
+            "--mooncake",
+            "/v/python",
+            "/o",
+        ];
+        let Command::BenchCompareSweep {
+            mooncake,
+            barrier,
+            transports,
+            ..
+        } = parse(&words).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            mooncake,
+            Some(vec![PathBuf::from("/v/python"), PathBuf::from("/o")])
+        );
+        assert_eq!(barrier, Some(PathBuf::from("/r")));
+        assert!(transports.is_empty());
+        let Command::BenchCompareSweep { mooncake, .. } =
+            parse(&["bench-compare-sweep", "/f", "/p", "60", "ucx-tcp"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(mooncake, None);
+        assert!(parse(&["bench-compare-sweep", "/f", "/p", "60", "--mooncake", "/v"]).is_err());
     }
 
     #[test]

@@ -6,18 +6,26 @@
 //! `ucx_perftest`) on the host with `UCX_TLS=tcp` and `UCX_TLS=sm,self`;
 //! prints one table of medians and ratios plus the queue-pair scaling row,
 //! and writes them to docs/benchmarks.md with a description of the machine.
+//! The transfer layer joins it in the same run ([`stages`]): in the VM
+//! boot, after the verbs pairs, `ferrovia-perf batch_bw` on `rxe0` and on
+//! `rxe0,rxe1`, then the Mooncake Transfer Engine over rdma on `rxe0`; on
+//! the host, after the UCX pairs, batch_bw over UCX tcp and shared memory
+//! with one and two rails, then Mooncake over tcp ([`transfer`] sets them
+//! side by side, with the UCX goal against `ucx_perftest`).
 //!
 //! Inside the VM xtask runs itself (hidden `bench-compare-sweep FILE PERF
-//! BUDGET_SECS --barrier RANK`): the guest appends one record per run to
-//! FILE in the shared workspace, which the host reads once the VM is gone;
-//! the host's UCX runs append to the same file. What is left of the verbs
-//! budget goes to the barrier sweep of `cargo xtask bench barrier`, whose
-//! tables follow the others. A run that fails or times out becomes
-//! a `—` cell with its reason under the table; every stage has a deadline,
-//! and the whole command keeps to [`TOTAL_BUDGET`] by starting no new
-//! measurement once its share of the budget is spent. `--ucx-only` runs
-//! the UCX pairs alone and only prints their table.
+//! BUDGET_SECS --barrier RANK [--mooncake PYTHON OUT]`): the guest appends
+//! one record per run to FILE in the shared workspace, which the host
+//! reads once the VM is gone (Mooncake's JSON lines go to OUT); the host's
+//! runs append to the same file. What is left of the verbs budget goes to
+//! the barrier sweep of `cargo xtask bench barrier`, whose tables follow
+//! the others. A run that fails or times out becomes a `—` cell with its
+//! reason under the table; every stage has a deadline, and the whole
+//! command keeps to [`TOTAL_BUDGET`] by starting no new measurement once
+//! its share of the budget is spent. `--ucx-only` runs the UCX pairs and
+//! batch_bw over UCX alone and only prints their tables.
 
+mod batch;
 mod doc;
 pub(crate) mod mooncake;
 mod pair;
@@ -25,11 +33,14 @@ mod pairs;
 mod parse;
 mod plan;
 mod report;
+mod stages;
+mod transfer;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use self::mooncake::compare::{Anchor, Job};
 use self::pair::{Limits, Ports};
 use self::parse::{Outcome, Record};
 pub(crate) use self::plan::Transport;
@@ -45,28 +56,24 @@ const PERF: Program = Program::Bin {
     package: "ferrovia-benches",
     name: "ferrovia-perf",
 };
-/// The barrier sweep runs after the verbs pairs only if this much of the
-/// verbs budget is left (it takes 70 s or more under TCG).
-const BARRIER_MIN: Duration = Duration::from_secs(90);
 /// The whole command, build included: no new measurement starts after
-/// this (minus the time the report needs).
-const TOTAL_BUDGET: Duration = Duration::from_secs(19 * 60);
-/// At most this long for starting verbs measurements: a full sweep of
-/// [`plan::REPS`] repetitions takes 5-8 min under TCG, what is left goes
-/// to the barrier sweep.
-const VERBS_BUDGET: Duration = Duration::from_secs(660);
-/// The UCX measurements' share of the budget, kept free for them (a full
-/// sweep takes about 2 min).
-const UCX_BUDGET: Duration = Duration::from_secs(240);
-/// Time for the VM boot and the last run after the verbs budget (the
-/// barrier sweep's last run may overrun it by 30 s).
-const VM_MARGIN: Duration = Duration::from_secs(150);
+/// this (minus the time the report needs). The stages' shares
+/// ([`stages::VM_BUDGET`], [`stages::HOST_BUDGET`]) fill it; a run that
+/// started before it may overrun it by its own deadline (Mooncake's over
+/// tcp: 120 s), so the command ends within ~35 min; it took 15 on this
+/// 2-core host (2026-12-02).
+const TOTAL_BUDGET: Duration = Duration::from_secs(33 * 60);
+/// Time for the VM boot and the last run after the verbs budget (a
+/// Mooncake run in progress may overrun it by its 150 s deadline, the
+/// barrier sweep's last run by 30 s).
+const VM_MARGIN: Duration = Duration::from_secs(180);
 /// Kept for writing the report.
 const REPORT_MARGIN: Duration = Duration::from_secs(15);
 /// vCPUs of the VM (the `cargo xtask vm` default for one guest).
 const VM_CPUS: u32 = 2;
-/// Guest RAM: perftest with 1 MiB messages needs room.
-const VM_MEM: &str = "2G";
+/// Guest RAM: Mooncake registers 640 MiB a side for 10,000 x 64 KiB
+/// (te_bench.py checks that twice that is free), batch_bw 256 MiB a side.
+const VM_MEM: &str = "4G";
 /// The first TCP port of the runs (each run takes fresh ones).
 const FIRST_PORT: u16 = 21000;
 /// Deadlines of one run under TCG: process start-up alone takes seconds.
@@ -98,11 +105,22 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
     let file = scratch.path();
     let budget_end = started + TOTAL_BUDGET - REPORT_MARGIN;
     let mut notes = Vec::new();
+    // Before the VM boot: the guest can use the venv, not make it.
+    let venv = mooncake::venv::prepare()?;
+    if let Err(reason) = &venv {
+        say!("xtask bench: no Mooncake rows: {reason}");
+    }
+    let rdma_out = ScratchFile::new("bench-compare-mooncake-rdma")?;
+    let tcp_out = ScratchFile::new("bench-compare-mooncake-tcp")?;
+    let job = venv.as_ref().ok().map(|v| Job {
+        python: v.python.clone(),
+        out: rdma_out.path().to_path_buf(),
+    });
 
-    let verbs_budget = VERBS_BUDGET.min(
+    let verbs_budget = stages::VERBS_BUDGET.min(
         budget_end
             .saturating_duration_since(Instant::now())
-            .saturating_sub(UCX_BUDGET + VM_MARGIN),
+            .saturating_sub(stages::HOST_BUDGET + VM_MARGIN),
     );
     let device = match rdma_devices::host_devices().into_iter().next() {
         Some(device) => {
@@ -118,31 +136,45 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
                 deadline: Instant::now() + verbs_budget,
                 limits: HOST_LIMITS,
             };
-            verbs_then_barrier(&sweep, Some(&rank))?;
+            stages::verbs(&sweep, Some(&rank), job.as_ref())?;
             device
         }
         None => {
-            verbs_in_vm(&perf, &rank, file, verbs_budget, &mut notes)?;
+            verbs_in_vm(&perf, &rank, file, verbs_budget, job.as_ref(), &mut notes)?;
             "rxe0".to_string()
         }
     };
 
     signals::catch_termination();
-    let ucx_deadline = budget_end.min(Instant::now() + UCX_BUDGET);
-    say!("xtask bench: UCX pairs on the host (UCX_TLS=tcp, then sm,self)");
-    sweep(&Sweep {
-        perf: &perf,
-        device: &device,
+    let ends = stages::deadlines(Instant::now(), &stages::HOST_SHARES, budget_end);
+    let tcp_failure = ucx_stages(
+        &perf,
+        &device,
         file,
-        transports: &[Transport::UcxTcp, Transport::UcxSm],
-        deadline: ucx_deadline,
-        limits: HOST_LIMITS,
-    })?;
+        &ends,
+        venv.as_ref().ok(),
+        tcp_out.path(),
+    )?;
 
     let text = scratch.read();
     let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
     let info: BTreeMap<String, String> = text.lines().filter_map(parse::parse_info).collect();
+    let batches: Vec<batch::Record> = text.lines().filter_map(batch::parse_line).collect();
+    let (tcp, rdma) = match &venv {
+        Ok(_) => (
+            Anchor::from_text(&tcp_out.read(), tcp_failure),
+            Anchor::from_text(&rdma_out.read(), info.get("mooncake_failed").cloned()),
+        ),
+        Err(reason) => (Anchor::skipped(reason), Anchor::skipped(reason)),
+    };
+    let rdma_title = format!("Mooncake rdma {device}");
+    let anchors = [
+        (Transport::UcxTcp, "Mooncake tcp", &tcp),
+        (Transport::Verbs, rdma_title.as_str(), &rdma),
+    ];
     let mut tables = report::tables(&records, &device);
+    tables.push('\n');
+    tables.push_str(&transfer::section(&batches, &records, &anchors, &device));
     let barrier_place = info.get("verbs_place").map_or("", String::as_str);
     if let Some(barrier) = bench::tables_from_records(&text, barrier_place) {
         tables.push_str(&format!(
@@ -151,7 +183,8 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
              their time budget.\n"
         ));
     }
-    let machine = doc::machine(&info, &PERF.cargo_line(true), started.elapsed());
+    let mut machine = doc::machine(&info, &PERF.cargo_line(true), started.elapsed());
+    machine.insert(machine.len() - 1, doc::mooncake_line(&venv, &tcp, &rdma));
     say!("\n{tables}");
     for note in &notes {
         say!("xtask bench: {note}");
@@ -164,21 +197,64 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Measured { .. }))
         .count();
+    let batched = batches.iter().filter(|r| r.outcome.is_ok()).count();
     say!(
-        "xtask bench: {measured} of {} runs measured in {} s; wrote {DOC}",
+        "xtask bench: {measured} of {} pair runs and {batched} of {} batch runs measured in {} s; \
+         wrote {DOC}",
         records.len(),
+        batches.len(),
         started.elapsed().as_secs()
     );
-    if measured == 0 {
+    if measured + batched == 0 {
         return Err(Failure::new("nothing could be measured"));
     }
     Ok(0)
 }
 
-/// `cargo xtask bench --compare --ucx-only`: the UCX pairs alone, on this
-/// host, within the command's budget; prints the table of ratios and
-/// leaves docs/benchmarks.md as it is (a half run would drop the verbs
-/// rows). What iterating on the UCX transport needs: minutes, not a VM.
+/// The host's stages, each until its deadline in `ends`: the UCX pairs,
+/// batch_bw over UCX tcp and shared memory, then (given the venv)
+/// Mooncake over tcp, its JSON lines to `mooncake_out`. How Mooncake's
+/// run ended if not well.
+fn ucx_stages(
+    perf: &Path,
+    device: &str,
+    file: &Path,
+    ends: &[Instant],
+    venv: Option<&mooncake::venv::Venv>,
+    mooncake_out: &Path,
+) -> Result<Option<String>> {
+    const UCX: [Transport; 2] = [Transport::UcxTcp, Transport::UcxSm];
+    say!("xtask bench: UCX pairs on the host (UCX_TLS=tcp, then sm,self)");
+    sweep(&Sweep {
+        perf,
+        device,
+        file,
+        transports: &UCX,
+        deadline: ends[0],
+        limits: HOST_LIMITS,
+    })?;
+    say!("xtask bench: batch_bw over UCX on the host (tcp, then sm,self; 1 and 2 rails)");
+    batch::sweep(perf, device, file, &UCX, ends[1], batch::HOST_LIMITS)?;
+    let Some(venv) = venv else {
+        return Ok(None);
+    };
+    let budget = ends[2].saturating_duration_since(Instant::now());
+    say!(
+        "xtask bench: Mooncake over tcp on the host, {} s left for it",
+        budget.as_secs()
+    );
+    let failure = mooncake::compare::run_tcp(venv, mooncake_out, budget)?;
+    if let Some(reason) = &failure {
+        say!("xtask bench: Mooncake over tcp: {reason}");
+    }
+    Ok(failure)
+}
+
+/// `cargo xtask bench --compare --ucx-only`: the UCX pairs and batch_bw
+/// over UCX alone, on this host, within the command's budget; prints
+/// their tables and leaves docs/benchmarks.md as it is (a half run would
+/// drop the verbs rows). What iterating on the UCX transport needs:
+/// minutes, not a VM.
 fn ucx_only_command() -> Result<u8> {
     let started = Instant::now();
     workspace::enter_root()?;
@@ -187,20 +263,21 @@ fn ucx_only_command() -> Result<u8> {
     let scratch = ScratchFile::new("bench-compare")?;
     let file = scratch.path();
     signals::catch_termination();
-    say!("xtask bench: UCX pairs only, on the host (UCX_TLS=tcp, then sm,self)");
-    sweep(&Sweep {
-        perf: &perf,
-        device: "rxe0",
-        file,
-        transports: &[Transport::UcxTcp, Transport::UcxSm],
-        // The whole command's budget, not the UCX share of a full run: on
-        // a loaded host one repetition alone can take longer than that.
-        deadline: started + TOTAL_BUDGET - REPORT_MARGIN,
-        limits: HOST_LIMITS,
-    })?;
+    // The whole command's budget, not the UCX share of a full run: on a
+    // loaded host one repetition alone can take longer than that.
+    let end = started + TOTAL_BUDGET - REPORT_MARGIN;
+    let ends = stages::deadlines(Instant::now(), &stages::HOST_SHARES[..2], end);
+    ucx_stages(&perf, "rxe0", file, &ends, None, file)?;
     let text = scratch.read();
     let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
-    say!("\n{}", report::tables(&records, "rxe0"));
+    let batches: Vec<batch::Record> = text.lines().filter_map(batch::parse_line).collect();
+    let skipped = Anchor::skipped("not run by --ucx-only");
+    let anchors = [(Transport::UcxTcp, "Mooncake tcp", &skipped)];
+    say!(
+        "\n{}\n{}",
+        report::tables(&records, "rxe0"),
+        transfer::section(&batches, &records, &anchors, "rxe0")
+    );
     let measured = records
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Measured { .. }))
@@ -216,19 +293,21 @@ fn ucx_only_command() -> Result<u8> {
     Ok(0)
 }
 
-/// The verbs pairs in one VM boot; a VM that fails becomes a note (the
+/// The verbs stages in one VM boot; a VM that fails becomes a note (the
 /// UCX half still runs), an interrupted xtask a failure.
 fn verbs_in_vm(
     perf: &Path,
     rank: &Path,
     file: &Path,
     budget: Duration,
+    mooncake: Option<&Job>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let accel = vm::default_accel_name();
     say!(
-        "xtask bench: no RDMA device on this host: verbs pairs on soft-RoCE in one VM \
-         ({VM_CPUS} vCPUs under {accel}; cargo xtask vm), {} s for measurements",
+        "xtask bench: no RDMA device on this host: verbs pairs, batch_bw and Mooncake on \
+         soft-RoCE in one VM ({VM_CPUS} vCPUs under {accel}; cargo xtask vm), {} s for \
+         measurements",
         budget.as_secs()
     );
     append_line(
@@ -238,7 +317,7 @@ fn verbs_in_vm(
             &format!("one qemu VM, {VM_CPUS} vCPUs under {accel}, {VM_MEM} RAM"),
         ),
     )?;
-    let command = vec![
+    let mut command = vec![
         cmd::xtask_exe()?,
         "bench-compare-sweep".into(),
         file.as_os_str().to_owned(),
@@ -247,6 +326,13 @@ fn verbs_in_vm(
         "--barrier".into(),
         rank.as_os_str().to_owned(),
     ];
+    if let Some(job) = mooncake {
+        command.extend([
+            "--mooncake".into(),
+            job.python.as_os_str().to_owned(),
+            job.out.as_os_str().to_owned(),
+        ]);
+    }
     let mut options = VmOptions::new(command);
     options.timeout = budget + VM_MARGIN;
     options.smp = Some(VM_CPUS);
@@ -262,17 +348,20 @@ fn verbs_in_vm(
 }
 
 /// `xtask bench-compare-sweep FILE PERF BUDGET_SECS [--barrier RANK]
-/// [TRANSPORT...]` (hidden): one sweep, appending to FILE; no new
-/// measurement starts after BUDGET_SECS. `cargo xtask bench --compare`
-/// runs it inside the VM for the verbs pairs (the default TRANSPORT,
-/// `verbs`), on `$SOFTROCE_DEV` (default rxe0), with `--barrier`: then the
-/// barrier sweep of `ferrovia-rank` RANK gets what is left of the budget.
-/// `ucx-tcp` and `ucx-sm` run the UCX pairs alone.
+/// [--mooncake PYTHON OUT] [TRANSPORT...]` (hidden): one sweep, appending
+/// to FILE; no new measurement starts after BUDGET_SECS. `cargo xtask
+/// bench --compare` runs it inside the VM for the verbs stages (the
+/// default TRANSPORT, `verbs`), on `$SOFTROCE_DEV` (default rxe0): the
+/// pairs, batch_bw, Mooncake over rdma with `--mooncake` (te_bench.py run
+/// by PYTHON, its JSON lines to OUT), and with `--barrier` the barrier
+/// sweep of `ferrovia-rank` RANK. `ucx-tcp` and `ucx-sm` run the UCX pairs
+/// alone.
 pub(crate) fn sweep_command(
     file: &Path,
     perf: &Path,
     budget: Duration,
     rank: Option<&Path>,
+    mooncake: Option<Job>,
     mut transports: Vec<Transport>,
 ) -> Result<u8> {
     if transports.is_empty() {
@@ -291,7 +380,7 @@ pub(crate) fn sweep_command(
         )?;
     }
     let on_host = transports.iter().all(|t| t.ucx_tls().is_some());
-    let sweep = Sweep {
+    let sweep_of = Sweep {
         perf,
         device: &device,
         file,
@@ -299,32 +388,12 @@ pub(crate) fn sweep_command(
         deadline,
         limits: if on_host { HOST_LIMITS } else { VM_LIMITS },
     };
-    verbs_then_barrier(&sweep, rank)?;
-    Ok(0)
-}
-
-/// Runs `s`, then, given `ferrovia-rank`, the barrier sweep if at least
-/// [`BARRIER_MIN`] of the budget is left.
-fn verbs_then_barrier(s: &Sweep<'_>, rank: Option<&Path>) -> Result<()> {
-    sweep(s)?;
-    let Some(rank) = rank else {
-        return Ok(());
-    };
-    let left = s.deadline.saturating_duration_since(Instant::now());
-    if left < BARRIER_MIN {
-        say!(
-            "xtask bench: {} s of the budget left: no barrier sweep (it needs {} s)",
-            left.as_secs(),
-            BARRIER_MIN.as_secs()
-        );
-        return Ok(());
+    if transports == [Transport::Verbs] {
+        stages::verbs(&sweep_of, rank, mooncake.as_ref())?;
+    } else {
+        sweep(&sweep_of)?;
     }
-    say!(
-        "xtask bench: the barrier sweep of cargo xtask bench barrier, {} s left",
-        left.as_secs()
-    );
-    bench::sweep_until(rank, s.file, Some(s.deadline))?;
-    Ok(())
+    Ok(0)
 }
 
 /// One sweep: every cell of `transports`, [`plan::REPS`] times.

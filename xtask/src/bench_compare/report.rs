@@ -35,7 +35,7 @@ pub(crate) fn size_name(size: usize) -> String {
 }
 
 /// A number with about three significant digits.
-fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     match v.abs() {
         a if a >= 100.0 => format!("{v:.0}"),
         a if a >= 10.0 => format!("{v:.1}"),

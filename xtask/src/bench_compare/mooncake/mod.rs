@@ -8,6 +8,7 @@
 //!
 //! `cargo xtask bench-mooncake [tcp|rdma|all]` (hidden) runs it alone.
 
+pub(crate) mod compare;
 pub(crate) mod records;
 pub(crate) mod venv;
 
@@ -192,34 +193,54 @@ pub(crate) fn run_on_host(
 ) -> Result<std::result::Result<Run, String>> {
     workspace::enter_root()?;
     let scratch = ScratchFile::new("mooncake")?;
-    let words = command_line(venv, transport, opts, scratch.path());
+    let failure = run_into(venv, transport, opts, scratch.path())?;
+    let run = Run::from_text(&scratch.read());
+    if run.runs.is_empty() {
+        return Ok(Err(
+            failure.unwrap_or_else(|| "te_bench.py gave no runs".into())
+        ));
+    }
+    Ok(Ok(run))
+}
+
+/// Runs te_bench.py here over `transport` (in the workspace root), its
+/// JSON lines appended to `out`, its human lines shown as they come;
+/// `Some(reason)` if it failed or gave up (what it wrote to `out` before
+/// still counts). The outer `Err` only comes from an interrupted xtask.
+pub(crate) fn run_into(
+    venv: &Venv,
+    transport: &Transport,
+    opts: &Options,
+    out: &Path,
+) -> Result<Option<String>> {
+    let words = command_line(venv, transport, opts, out);
     let mut cmd = Command::new(&words[0]);
     cmd.args(&words[1..])
+        .current_dir(workspace::root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Its human lines show as they come; the JSON lines go to the file.
     let stdout = Lines::shown(Sink::Stdout, String::new(), false);
     let stderr = Lines::shown(Sink::Stderr, "te_bench.py: ".into(), true);
     let mut child = match Watched::spawn(&mut cmd, stdout, stderr) {
         Ok(child) => child,
-        Err(e) => return Ok(Err(format!("cannot start te_bench.py: {e}"))),
+        Err(e) => return Ok(Some(format!("cannot start te_bench.py: {e}"))),
     };
     // The script keeps to its budget; a run under way may overrun it by
     // its own deadline.
     let status = child.wait_for(opts.budget + opts.cell_timeout + Duration::from_secs(60))?;
     signals::check()?;
     let done = child.finish();
-    let run = Run::from_text(&scratch.read());
-    if run.runs.is_empty() {
-        let last = done.stderr.iter().rev().find(|l| !l.trim().is_empty());
-        return Ok(Err(match (status, last) {
-            (None, _) => "te_bench.py did not finish in time".into(),
-            (Some(s), Some(l)) => format!("te_bench.py gave no runs ({s}): {}", l.trim()),
-            (Some(s), None) => format!("te_bench.py gave no runs ({s})"),
-        }));
-    }
-    Ok(Ok(run))
+    let last = done.stderr.iter().rev().find(|l| !l.trim().is_empty());
+    Ok(match (status, last) {
+        (None, _) => Some("te_bench.py did not finish in time (killed)".into()),
+        (Some(s), _) if s.success() => None,
+        (Some(s), Some(l)) => Some(format!(
+            "te_bench.py ended with {s}: {}",
+            l.trim().chars().take(200).collect::<String>()
+        )),
+        (Some(s), None) => Some(format!("te_bench.py ended with {s}")),
+    })
 }
 
 /// Runs te_bench.py over RDMA on soft-RoCE `rxe0` in one VM boot (TCG, 2
