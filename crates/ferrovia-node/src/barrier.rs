@@ -195,7 +195,12 @@ pub(crate) fn run(
         // CPU run.
         let slow = spins.is_multiple_of(256);
         if let Poll::Ready(result) = run.poll(&mut state, &mut fabric, slow) {
-            return result;
+            return result.map_err(|mut e| {
+                let settling = std::time::Instant::now();
+                fabric.settle(QUERY_WAIT);
+                e.add_time(settling.elapsed());
+                e
+            });
         }
         if slow {
             thread::yield_now();

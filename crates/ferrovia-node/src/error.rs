@@ -265,6 +265,21 @@ pub enum BarrierError {
     Transport(#[from] TransportError),
 }
 
+impl BarrierError {
+    /// Adds `more` to the time the barrier took (its failed writes settled
+    /// after the verdict), so `after` stays the time the call took.
+    pub(crate) fn add_time(&mut self, more: Duration) {
+        match self {
+            BarrierError::Timeout { after, .. }
+            | BarrierError::Unreachable { after, .. }
+            | BarrierError::Incomplete { after, .. }
+            | BarrierError::Mismatch { after, .. }
+            | BarrierError::Abandoned { after, .. } => *after += more,
+            BarrierError::InvalidPeers { .. } | BarrierError::Transport(_) => {}
+        }
+    }
+}
+
 /// Why a rank abandoned a barrier, as it told its peers
 /// ([`BarrierError::Abandoned`]). Displays as a parenthesis to append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

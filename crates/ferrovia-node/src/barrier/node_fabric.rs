@@ -12,11 +12,13 @@ use ferrovia_channel::{
 use super::engine::{Fabric, Landed};
 use crate::node::Node;
 
-/// One barrier's view of the node: the scope it posts on, and its signal
-/// writes.
+/// One barrier's view of the node: the scope it posts on, its signal
+/// writes, and its best-effort ones (queries, answers, abandons), kept so
+/// a failed barrier can settle them (see [`NodeFabric::settle`]).
 pub(super) struct NodeFabric<'s, 'scope, 'env> {
     s: &'s mut PollingScope<'scope, 'env, Node>,
     writes: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
+    best_effort: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
     origin: Instant,
 }
 
@@ -25,7 +27,55 @@ impl<'s, 'scope, 'env> NodeFabric<'s, 'scope, 'env> {
         NodeFabric {
             s,
             writes: Vec::new(),
+            best_effort: Vec::new(),
             origin: Instant::now(),
+        }
+    }
+
+    /// A best-effort write: its failure is not the barrier's, but it is
+    /// settled with the rest if the barrier fails.
+    fn write_best_effort(&mut self, to: usize, src_at: usize, dst_at: u64) {
+        if let Ok(h) = self.write(to, src_at, dst_at) {
+            self.best_effort.push((to, h));
+        }
+    }
+
+    /// After a failed barrier: waits up to `within` for this barrier's
+    /// writes, then gives up on (flushes) the peers whose writes are still
+    /// outstanding, as a verdict gives up on peers that do not answer. A
+    /// live peer acknowledges a write in well under the query window;
+    /// without this, a failed barrier's writes to a dead rank (an abandon
+    /// heard from another rank names it, but this rank's own connection
+    /// looks sound) held the scope's drain to its 10 s deadline on verbs,
+    /// where such writes retry for longer than that.
+    pub(super) fn settle(&mut self, within: Duration) {
+        let until = Instant::now() + within;
+        loop {
+            let _ = self.s.progress();
+            for list in [&mut self.writes, &mut self.best_effort] {
+                list.retain_mut(|(_, h)| matches!(h.poll(), Ok(None)));
+            }
+            if self.writes.is_empty() && self.best_effort.is_empty() {
+                return;
+            }
+            if Instant::now() >= until {
+                let mut stuck: Vec<usize> = self
+                    .writes
+                    .iter()
+                    .chain(&self.best_effort)
+                    .map(|(p, _)| *p)
+                    .collect();
+                stuck.sort_unstable();
+                stuck.dedup();
+                for p in stuck {
+                    log::warn!(
+                        "barrier failed; its writes to rank {p} did not complete within {within:?}: flushing that connection"
+                    );
+                    self.give_up(p);
+                }
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -80,7 +130,7 @@ impl Fabric for NodeFabric<'_, '_, '_> {
         let node = self.node();
         if let Some((at, offset)) = node.sync().stage_query(node.rank(), id) {
             // Best effort: a rank that cannot be asked does not answer.
-            let _ = self.write(to, at, offset);
+            self.write_best_effort(to, at, offset);
         }
     }
 
@@ -92,7 +142,7 @@ impl Fabric for NodeFabric<'_, '_, '_> {
         let node = self.node();
         if let Some((at, offset)) = node.sync().stage_answer(node.rank(), to, word) {
             // Best effort: a rank that cannot be answered is gone.
-            let _ = self.write(to, at, offset);
+            self.write_best_effort(to, at, offset);
         }
     }
 
@@ -105,10 +155,10 @@ impl Fabric for NodeFabric<'_, '_, '_> {
         let me = node.rank();
         // Best effort, like a query: the barrier has failed already.
         if let Some((at, offset)) = node.sync().stage_reason(me, to, reason) {
-            let _ = self.write(to, at, offset);
+            self.write_best_effort(to, at, offset);
         }
         if let Some((at, offset)) = node.sync().stage_abandon(me, to, slot, word) {
-            let _ = self.write(to, at, offset);
+            self.write_best_effort(to, at, offset);
         }
     }
 

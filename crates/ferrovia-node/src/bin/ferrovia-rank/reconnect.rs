@@ -117,10 +117,16 @@ fn flush_and_reconnect(
             format!("STALE {cycle}").into_bytes(),
             RegisterOptions::local(),
         )?;
+        // Bounded: over UCX it fails at once (rank 0's flush reset the
+        // connection); on verbs (soft-RoCE) a send to a QP in error retries
+        // for longer than a reconnect waits, so give up on it after a
+        // second and let the drain flush it: either way it never reaches
+        // the new connection.
         let sent = node.scope(|s| {
+            s.set_drain_deadline(Duration::from_millis(200));
             let g = [Gather::of(&msg)?];
             s.post_send(PeerSendWorkRequest::new(0, SendWorkRequest::new(&g)?))?
-                .wait(WAIT)
+                .wait(Duration::from_secs(1))
                 .map(drop)
                 .map_err(NodeError::from)
         });
