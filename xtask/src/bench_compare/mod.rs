@@ -58,7 +58,7 @@ const PERF: Program = Program::Bin {
 };
 /// The whole command, build included: no new measurement starts after
 /// this (minus the time the report needs). The stages' shares
-/// ([`stages::VM_BUDGET`], [`stages::HOST_BUDGET`]) fill it; a run that
+/// ([`stages::VERBS_BUDGET`], [`stages::HOST_BUDGET`]) fill it; a run that
 /// started before it may overrun it by its own deadline (Mooncake's over
 /// tcp: 120 s), so the command ends within ~35 min; it took 15 on this
 /// 2-core host (2026-12-02).
