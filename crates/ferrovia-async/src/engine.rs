@@ -94,7 +94,7 @@ pub(crate) struct Inner<T> {
     /// How often the reactor woke because the event fd was readable.
     pub(crate) fd_wakes: Arc<std::sync::atomic::AtomicU64>,
     /// Holds the reactor's turns back while `into_inner` takes the engine.
-    pub(crate) gate: Arc<crate::reactor::Gate>,
+    pub(crate) gate: Arc<crate::gate::Gate>,
 }
 
 impl<T: Target> Inner<T> {

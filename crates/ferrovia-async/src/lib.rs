@@ -51,6 +51,7 @@ mod buffer;
 mod config;
 mod engine;
 mod error;
+mod gate;
 mod handle;
 mod op;
 mod op_list;

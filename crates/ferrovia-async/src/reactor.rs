@@ -10,7 +10,7 @@
 //! its fd can never leave it watching a reused number.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,57 +20,12 @@ use tokio::sync::Notify;
 
 use crate::config::Wake;
 use crate::engine::Engine;
+use crate::gate::Gate;
 
 /// The longest sleep: even a lost wake-up delays nothing for longer.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a transport without an event fd is polled.
 const TICK: Duration = Duration::from_millis(1);
-
-/// Keeps the reactor's turns out of `Async::into_inner`'s way. The
-/// reactor upgrades its weak reference for every turn, so without the gate
-/// a caller with nothing outstanding could find the engine shared for the
-/// microseconds of a turn and be told `Err` (seen in CI over UCX tcp while
-/// the reactor spun after activity).
-///
-/// A Dekker handshake on two flags: the reactor raises `busy` then reads
-/// `closing`; the closer raises `closing` then reads `busy`. With `SeqCst`
-/// at least one sees the other's flag, so a closed gate with `busy` down
-/// means no turn holds the engine and none will start until it opens.
-#[derive(Default)]
-pub(crate) struct Gate {
-    closing: AtomicBool,
-    busy: AtomicBool,
-}
-
-impl Gate {
-    fn enter(&self) -> bool {
-        self.busy.store(true, SeqCst);
-        if self.closing.load(SeqCst) {
-            self.busy.store(false, SeqCst);
-            return false;
-        }
-        true
-    }
-
-    fn leave(&self) {
-        self.busy.store(false, SeqCst);
-    }
-
-    /// Stops new turns and waits for the one in progress (a turn never
-    /// awaits, so it ends in microseconds; on a current-thread runtime none
-    /// can be in progress at all).
-    pub(crate) fn close(&self) {
-        self.closing.store(true, SeqCst);
-        while self.busy.load(SeqCst) {
-            std::thread::yield_now();
-        }
-    }
-
-    /// Lets turns run again (the reactor retries within a tick).
-    pub(crate) fn open(&self) {
-        self.closing.store(false, SeqCst);
-    }
-}
 
 /// One turn's strong reference; dropping it lets the reference go, then
 /// leaves the gate (in that order: a closer that sees `busy` down must find
