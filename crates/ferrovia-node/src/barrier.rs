@@ -69,8 +69,10 @@
 //! A listed peer whose connection is already known broken when the
 //! barrier begins (a write to it failed, or an earlier barrier gave up on
 //! it) fails the barrier at once ([`BarrierError::Unreachable`]); such a
-//! pair stays broken. When a wait times out, or a listed peer's
-//! connection breaks during the barrier, the rank asks every listed peer,
+//! pair stays broken. When a wait times out, or the connection of the
+//! peer it waits on breaks during the barrier (a break of a peer whose
+//! part is done, which may have passed and left, does not count), the
+//! rank asks every listed peer,
 //! by RDMA write into its query slot, for its pair count with the asker;
 //! ranks spinning in any barrier answer (an answer carries the query's
 //! number, so a late answer to an older query is not taken). A peer
@@ -82,7 +84,10 @@
 //! answered are not flushed: their pair stays usable. If every peer
 //! arrived, the rank whose signal never came is named
 //! ([`BarrierError::Incomplete`]). A barrier returns within its timeout
-//! and the query window.
+//! and the query window, plus up to the query window again when it
+//! fails: a failed barrier waits that long for its own writes, then
+//! flushes the peers they are still outstanding to (a dead rank's
+//! writes can retry for longer than a scope's drain deadline).
 //!
 //! A rank that fails a barrier, whatever the reason, or cancels it (an
 //! async barrier dropped), abandons it: it writes its abandon word to every
