@@ -20,7 +20,7 @@
 //! random subset, a client connecting to rank 0's `Listener` by address,
 //! and async operations whose futures are dropped at random. At the end
 //! the driver prints messages lost, wrong, hangs, and each rank's
-//! resources at the first minute and at the last; it exits non-zero if
+//! resources (their floors over the first minute and the last); it exits non-zero if
 //! anything was lost, wrong or hung, or a resource grew.
 #![forbid(unsafe_code)]
 
