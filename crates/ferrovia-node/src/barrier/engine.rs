@@ -136,6 +136,9 @@ pub(crate) struct Run {
     /// Whether the barrier returned its result or was cancelled: the
     /// others are told at most once, and never after it passed.
     over: bool,
+    /// The waited-on peer whose break was seen, its slot not yet looked
+    /// at again since.
+    break_seen: Option<usize>,
 }
 
 impl Run {
@@ -165,6 +168,7 @@ impl Run {
             query_wait,
             phase: Phase::Check,
             over: false,
+            break_seen: None,
         }
     }
 
@@ -296,6 +300,19 @@ impl Run {
             // its step comes, and one that cannot go on abandons, which
             // `heard` sees.
             if f.is_broken(waited_on) {
+                // Every wait matched already: only this rank's own write
+                // is left, and its peer is gone (see `landing`).
+                if matches!(self.phase, Phase::Landing) {
+                    return Poll::Ready(Ok(()));
+                }
+                // One more look at the slot first: the peer's signal lands
+                // before its connection's end, but both may have come
+                // between this poll's look and now (UCX's progress thread
+                // lands writes at any time).
+                if self.break_seen != Some(waited_on) {
+                    self.break_seen = Some(waited_on);
+                    return Poll::Pending;
+                }
                 return self.ask(st, f, waited_on);
             }
         }
