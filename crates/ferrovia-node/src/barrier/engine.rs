@@ -300,15 +300,11 @@ impl Run {
             // its step comes, and one that cannot go on abandons, which
             // `heard` sees.
             if f.is_broken(waited_on) {
-                // Every wait matched already: only this rank's own write
-                // is left, and its peer is gone (see `landing`).
-                if matches!(self.phase, Phase::Landing) {
-                    return Poll::Ready(Ok(()));
-                }
-                // One more look at the slot first: the peer's signal lands
-                // before its connection's end, but both may have come
-                // between this poll's look and now (UCX's progress thread
-                // lands writes at any time).
+                // One more look first: the peer's signal lands before its
+                // connection's end, but both may have come between this
+                // poll's look and now (UCX's progress thread lands writes
+                // at any time). In Landing the next look is `landing`,
+                // which passes on a broken peer.
                 if self.break_seen != Some(waited_on) {
                     self.break_seen = Some(waited_on);
                     return Poll::Pending;
