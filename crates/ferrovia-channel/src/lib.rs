@@ -105,6 +105,8 @@ pub use op::{Completion, OpKind, RecvOp, SendOp};
 pub use owned::{OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned};
 pub use owned_shutdown::Flushed;
 pub use pieces::{Lease, PieceError, PieceState, PieceTicket, Pieces};
+#[cfg(feature = "verbs")]
+pub use qp_table::QpRef;
 pub use rails::Rails;
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,

@@ -160,8 +160,8 @@ impl MultiChannel {
     }
 
     /// Replaces the connection to `peer` with a fresh queue pair (verbs:
-    /// a new QP on the same completion queue, the old one kept idle in the
-    /// error state) and connects it: `exchange` gets the new endpoint,
+    /// a new QP on the same completion queue, the old one left in the
+    /// error state and freed by a later reconnect) and connects it: `exchange` gets the new endpoint,
     /// must hand it to the peer, which renews its side of this connection
     /// the same way, and returns the peer's new endpoint. The other peers'
     /// connections are untouched. Between the renewal and the connect,

@@ -17,7 +17,7 @@ use crate::cm_watch::LinkWatch;
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, OpKind, RecvOp, SendOp};
-use crate::qp_table::QpTable;
+use crate::qp_table::{QpRef, QpTable};
 use crate::transport::{SharedFlush, Transport};
 
 /// How many work requests are linked into one doorbell at most.
@@ -241,8 +241,9 @@ impl VerbsTransport {
         Ok(self.qp(peer)?.connect(remote, &self.connect)?)
     }
 
-    /// The current queue pair of `peer`.
-    pub fn qp(&self, peer: usize) -> TransportResult<&QueuePair> {
+    /// The current queue pair of `peer`, held (not freed, even if the peer
+    /// reconnects meanwhile) while the [`QpRef`] lives.
+    pub fn qp(&self, peer: usize) -> TransportResult<QpRef<'_>> {
         self.qps.get(peer).ok_or(TransportError::NoSuchPeer {
             peer,
             count: self.qps.len(),

@@ -203,3 +203,65 @@ fn a_verbs_transport_reconnects_through_the_transport_seam() {
     one_message(&mut a, &mut b, 2);
     one_message(&mut b, &mut a, 3);
 }
+
+/// The queue pairs `device` holds now, from `rdma res show` (iproute2,
+/// which sets up soft-RoCE too): one line per device, `... qp N ...`.
+fn device_qps(device: &str) -> u64 {
+    let out = std::process::Command::new("rdma")
+        .args(["res", "show"])
+        .output()
+        .unwrap_or_else(|e| panic!("this test counts QPs with iproute2's `rdma res show`: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(&format!("{device}:")))
+        .unwrap_or_else(|| panic!("`rdma res show` has no line for {device}: {text}"));
+    let mut words = line.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "qp")
+        .and_then(|_| words.next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no QP count in {line:?}"))
+}
+
+/// A connection renewed again and again holds at most one replaced QP
+/// per side (the device's own count says so), and still carries data. A
+/// soak's thousands of reconnects once kept every replaced QP until the
+/// channel dropped, and grew a rank past 250 MB.
+#[test]
+#[ignore = "needs an RDMA device: cargo xtask test"]
+fn renewing_a_connection_many_times_frees_the_replaced_queue_pairs() {
+    let pd = common::pd();
+    let device = pd.context().name().to_owned();
+    let cfg = ChannelConfig {
+        drain_deadline: DRAIN,
+        ..ChannelConfig::default()
+    };
+    let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
+    let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();
+    ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
+    tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
+    let mut a = MultiChannel::over(Arc::new(ta), MrRegistry::new(&pd), cfg.clone());
+    let mut b = MultiChannel::over(Arc::new(tb), MrRegistry::new(&pd), cfg);
+    one_message(&mut a, &mut b, 1);
+    let before = device_qps(&device);
+    for _ in 0..200 {
+        let mine = a.renew_transport(0).unwrap();
+        let theirs = b.renew_transport(0).unwrap();
+        a.connect_renewed(0, &theirs).unwrap();
+        b.connect_renewed(0, &mine).unwrap();
+    }
+    let after = device_qps(&device);
+    assert!(
+        after <= before + 2,
+        "{device} held {before} QPs before 200 renewals of one connection and {after} after"
+    );
+    one_message(&mut a, &mut b, 2);
+    one_message(&mut b, &mut a, 3);
+    drop((a, b));
+    assert!(
+        device_qps(&device) + 2 <= before,
+        "the channels' QPs outlived them"
+    );
+}

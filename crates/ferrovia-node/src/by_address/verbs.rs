@@ -187,11 +187,12 @@ impl VerbsIncoming {
         let qp = t.qp(0).map_err(|e| ConnectError::backend(peer, e))?;
         // Receives may be posted from RTS on; the client cannot send
         // before it has our answer, and RNR retries cover the rest.
-        self.request.ready_qp(qp).map_err(|e| map_cm(e, peer))?;
+        self.request.ready_qp(&qp).map_err(|e| map_cm(e, peer))?;
         let link = self
             .request
-            .accept_qp(qp, &bytes, timeout)
+            .accept_qp(&qp, &bytes, timeout)
             .map_err(|e| map_cm(e, peer))?;
+        drop(qp);
         channel(t, self.registry, cfg, link, client_data)
     }
 
@@ -226,7 +227,8 @@ pub(crate) fn resolve(
     let qp = transport
         .qp(0)
         .map_err(|e| ConnectError::backend(addr, e))?;
-    resolved.ready_qp(qp).map_err(|e| map_cm(e, addr))?;
+    resolved.ready_qp(&qp).map_err(|e| map_cm(e, addr))?;
+    drop(qp);
     Ok(VerbsOutgoing {
         resolved,
         registry: MrRegistry::new(&pd),
@@ -251,8 +253,9 @@ impl VerbsOutgoing {
             .map_err(|e| ConnectError::backend(addr, e))?;
         let link = self
             .resolved
-            .connect_qp(qp, &bytes, timeout)
+            .connect_qp(&qp, &bytes, timeout)
             .map_err(|e| map_cm(e, addr))?;
+        drop(qp);
         let answer = match handshake::decode(link.private_data()) {
             Decoded::Ours(Kind::Accept, data) => data.to_vec(),
             Decoded::Foreign(raw) => raw.to_vec(),
