@@ -32,12 +32,8 @@ use ferrovia_mr::MrRegistry;
 use crate::backend::{Backend, choose};
 
 mod error;
-#[cfg(feature = "ucx")]
-mod front_door;
 mod handshake;
-#[cfg(feature = "ucx")]
 mod ucx;
-#[cfg(feature = "verbs")]
 mod verbs;
 
 pub use error::ConnectError;
@@ -63,15 +59,6 @@ fn pick(
     choose(explicit, channel).map_err(|e| ConnectError::backend(addr, e))
 }
 
-/// The error for a backend this build does not have.
-#[allow(dead_code)]
-fn not_built(backend: Backend, addr: SocketAddr) -> ConnectError {
-    ConnectError::backend(
-        addr,
-        format!("the {backend} backend was asked for, but ferrovia-node was built without it"),
-    )
-}
-
 /// Settings of a [`Listener`].
 #[derive(Debug, Clone)]
 pub struct ListenerBuilder {
@@ -80,8 +67,7 @@ pub struct ListenerBuilder {
     channel: ChannelBuilder,
     max_pending: usize,
     handshake_timeout: Duration,
-    #[cfg(feature = "ucx")]
-    ucx: Option<ferrovia_ucx::UcxTransportBuilder>,
+    ucx: ucx::Settings,
 }
 
 impl ListenerBuilder {
@@ -128,25 +114,12 @@ impl ListenerBuilder {
     pub fn bind(self) -> Result<Listener, ConnectError> {
         let addr = self.addr;
         let (backend, channel) = pick(self.backend, self.channel, addr)?;
+        let (pending, handshake) = (self.max_pending, self.handshake_timeout);
         let inner = match backend {
-            #[cfg(feature = "verbs")]
-            Backend::Verbs => Inner::Verbs(verbs::VerbsListener::bind(
-                addr,
-                &channel,
-                u16::try_from(self.max_pending).unwrap_or(u16::MAX),
-            )?),
-            #[cfg(feature = "ucx")]
+            Backend::Verbs => Inner::Verbs(verbs::VerbsListener::bind(addr, &channel, pending)?),
             Backend::Ucx => Inner::Ucx(ucx::UcxSide::bind(
-                addr,
-                &channel,
-                self.ucx.as_ref(),
-                ucx::Limits {
-                    max_pending: self.max_pending,
-                    handshake_timeout: self.handshake_timeout,
-                },
+                addr, &channel, &self.ucx, pending, handshake,
             )?),
-            #[allow(unreachable_patterns)]
-            other => return Err(not_built(other, addr)),
         };
         let listener = Listener { backend, inner };
         log::info!(
@@ -193,10 +166,11 @@ pub struct Listener {
     inner: Inner,
 }
 
+// A backend this build lacks is an uninhabited stand-in, so one variant
+// can be empty; with both built, the variants are of a size.
+#[allow(clippy::large_enum_variant)]
 enum Inner {
-    #[cfg(feature = "verbs")]
     Verbs(verbs::VerbsListener),
-    #[cfg(feature = "ucx")]
     Ucx(ucx::UcxSide),
 }
 
@@ -223,17 +197,14 @@ impl Listener {
             channel: ChannelBuilder::default(),
             max_pending: MAX_PENDING,
             handshake_timeout: HANDSHAKE_TIMEOUT,
-            #[cfg(feature = "ucx")]
-            ucx: None,
+            ucx: ucx::Settings::default(),
         }
     }
 
     /// The bound address, with the port the system chose for port 0.
     pub fn local_addr(&self) -> SocketAddr {
         match &self.inner {
-            #[cfg(feature = "verbs")]
             Inner::Verbs(l) => l.local_addr(),
-            #[cfg(feature = "ucx")]
             Inner::Ucx(l) => l.local_addr(),
         }
     }
@@ -248,9 +219,7 @@ impl Listener {
     /// time, gone; verbs: badly framed).
     pub fn refused(&self) -> u64 {
         match &self.inner {
-            #[cfg(feature = "verbs")]
-            Inner::Verbs(_) => 0,
-            #[cfg(feature = "ucx")]
+            Inner::Verbs(l) => l.refused(),
             Inner::Ucx(l) => l.refused(),
         }
     }
@@ -258,12 +227,10 @@ impl Listener {
     /// Waits up to `timeout` for the next client's request.
     pub fn accept(&self, timeout: Duration) -> Result<Incoming, ConnectError> {
         let (peer, private_data, inner) = match &self.inner {
-            #[cfg(feature = "verbs")]
             Inner::Verbs(l) => {
                 let (p, d, i) = l.accept(timeout)?;
                 (p, d, IncomingInner::Verbs(i))
             }
-            #[cfg(feature = "ucx")]
             Inner::Ucx(l) => {
                 let (p, d, i) = l.accept(timeout)?;
                 (p, d, IncomingInner::Ucx(i))
@@ -285,10 +252,11 @@ pub struct Incoming {
     inner: IncomingInner,
 }
 
+// A backend this build lacks is an uninhabited stand-in, so one variant
+// can be empty; with both built, the variants are of a size.
+#[allow(clippy::large_enum_variant)]
 enum IncomingInner {
-    #[cfg(feature = "verbs")]
     Verbs(verbs::VerbsIncoming),
-    #[cfg(feature = "ucx")]
     Ucx(ucx::UcxIncoming),
 }
 
@@ -319,10 +287,8 @@ impl Incoming {
     /// (`registration().remote()?.encode()` fits in the answer).
     pub fn registry(&self) -> &MrRegistry {
         match &self.inner {
-            #[cfg(feature = "verbs")]
-            IncomingInner::Verbs(i) => &i.registry,
-            #[cfg(feature = "ucx")]
-            IncomingInner::Ucx(i) => &i.registry,
+            IncomingInner::Verbs(i) => i.registry(),
+            IncomingInner::Ucx(i) => i.registry(),
         }
     }
 
@@ -333,9 +299,7 @@ impl Incoming {
     /// request data.
     pub fn accept(self, private_data: &[u8], timeout: Duration) -> Result<Channel, ConnectError> {
         match self.inner {
-            #[cfg(feature = "verbs")]
             IncomingInner::Verbs(i) => i.accept(self.private_data, private_data, timeout),
-            #[cfg(feature = "ucx")]
             IncomingInner::Ucx(i) => i.accept(self.private_data, private_data, timeout),
         }
     }
@@ -345,9 +309,7 @@ impl Incoming {
     /// carrying it.
     pub fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
         match self.inner {
-            #[cfg(feature = "verbs")]
             IncomingInner::Verbs(i) => i.reject(private_data),
-            #[cfg(feature = "ucx")]
             IncomingInner::Ucx(i) => i.reject(private_data),
         }
     }
@@ -358,8 +320,7 @@ impl Incoming {
 pub struct Connector {
     backend: Option<Backend>,
     channel: ChannelBuilder,
-    #[cfg(feature = "ucx")]
-    ucx: Option<ferrovia_ucx::UcxTransportBuilder>,
+    ucx: ucx::Settings,
 }
 
 impl Connector {
@@ -411,15 +372,8 @@ impl Connector {
     pub fn resolve(&self, addr: SocketAddr, timeout: Duration) -> Result<Outgoing, ConnectError> {
         let (backend, channel) = pick(self.backend, self.channel.clone(), addr)?;
         let inner = match backend {
-            #[cfg(feature = "verbs")]
             Backend::Verbs => OutgoingInner::Verbs(verbs::resolve(addr, &channel, timeout)?),
-            #[cfg(feature = "ucx")]
-            Backend::Ucx => {
-                let _ = timeout;
-                OutgoingInner::Ucx(ucx::resolve(addr, &channel, self.ucx.as_ref())?)
-            }
-            #[allow(unreachable_patterns)]
-            other => return Err(not_built(other, addr)),
+            Backend::Ucx => OutgoingInner::Ucx(ucx::resolve(addr, &channel, &self.ucx)?),
         };
         Ok(Outgoing { addr, inner })
     }
@@ -432,10 +386,11 @@ pub struct Outgoing {
     inner: OutgoingInner,
 }
 
+// A backend this build lacks is an uninhabited stand-in, so one variant
+// can be empty; with both built, the variants are of a size.
+#[allow(clippy::large_enum_variant)]
 enum OutgoingInner {
-    #[cfg(feature = "verbs")]
     Verbs(verbs::VerbsOutgoing),
-    #[cfg(feature = "ucx")]
     Ucx(ucx::UcxOutgoing),
 }
 
@@ -458,10 +413,8 @@ impl Outgoing {
     /// request.
     pub fn registry(&self) -> &MrRegistry {
         match &self.inner {
-            #[cfg(feature = "verbs")]
-            OutgoingInner::Verbs(o) => &o.registry,
-            #[cfg(feature = "ucx")]
-            OutgoingInner::Ucx(o) => &o.registry,
+            OutgoingInner::Verbs(o) => o.registry(),
+            OutgoingInner::Ucx(o) => o.registry(),
         }
     }
 
@@ -470,9 +423,7 @@ impl Outgoing {
     /// answer.
     pub fn connect(self, private_data: &[u8], timeout: Duration) -> Result<Channel, ConnectError> {
         match self.inner {
-            #[cfg(feature = "verbs")]
             OutgoingInner::Verbs(o) => o.connect(private_data, timeout),
-            #[cfg(feature = "ucx")]
             OutgoingInner::Ucx(o) => o.connect(private_data, timeout),
         }
     }
@@ -486,9 +437,8 @@ impl Outgoing {
 /// from other hosts listens on its network address instead.
 pub fn local_ip(backend: Backend) -> Option<std::net::IpAddr> {
     match backend {
-        #[cfg(feature = "verbs")]
         Backend::Verbs => verbs::local_ip(),
-        _ => Some(std::net::Ipv4Addr::LOCALHOST.into()),
+        Backend::Ucx => Some(std::net::Ipv4Addr::LOCALHOST.into()),
     }
 }
 

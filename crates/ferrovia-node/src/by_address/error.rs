@@ -101,6 +101,14 @@ pub enum ConnectError {
         /// What was wrong.
         reason: String,
     },
+    /// The backend asked for is not in this build (its feature is off).
+    #[error("{addr}: the {backend} backend was asked for, but ferrovia-node was built without it")]
+    NotBuilt {
+        /// The address it was about.
+        addr: SocketAddr,
+        /// The backend asked for.
+        backend: crate::Backend,
+    },
     /// The backend failed otherwise (its own typed error inside).
     #[error("{addr}: {source}")]
     Backend {
@@ -125,6 +133,7 @@ impl ConnectError {
             | ConnectError::Timeout { addr, .. }
             | ConnectError::Disconnected { addr, .. }
             | ConnectError::Protocol { addr, .. }
+            | ConnectError::NotBuilt { addr, .. }
             | ConnectError::Backend { addr, .. } => *addr,
         }
     }
