@@ -45,6 +45,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 mod barrier;
 mod buffer;

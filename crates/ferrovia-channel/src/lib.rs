@@ -32,6 +32,9 @@
 //! - [`Rails`]: several transports to the same peers (devices, UCX
 //!   workers) as one, so one core and one scope drive them all.
 //!
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 #![cfg_attr(
     feature = "verbs",

@@ -117,6 +117,9 @@
 //! [`register_buffer`]: MrRegistry::register_buffer
 //! [`register_slice`]: MrRegistry::register_slice
 //! [`register_raw`]: MrRegistry::register_raw
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 mod access;
 mod buffer;

@@ -28,6 +28,9 @@
 //! several devices or UCX workers ([`Node::open_rail`]): more connections
 //! to every rank, each set on a backend of its own, whose connections are
 //! replaced through the node's control path ([`Node::reconnect_with`]).
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
 
 mod address;

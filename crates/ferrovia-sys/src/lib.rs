@@ -23,6 +23,9 @@
 //! Building needs `libibverbs-dev` and `libclang-dev`; a missing one fails
 //! the build with a single line naming the package (`cargo xtask deps`
 //! installs them). Running needs `libibverbs.so.1` only to use verbs.
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 #![allow(
     non_upper_case_globals,

@@ -35,6 +35,9 @@
 //! rail); runs to one peer over different rails may land in any order
 //! relative to each other; a notification lands after every piece of its
 //! batch to that peer. Nothing is ordered between peers.
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 #![forbid(unsafe_code)]
 

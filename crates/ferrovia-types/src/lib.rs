@@ -1,4 +1,6 @@
-//! The vocabulary ferrovia's transports share, free of any FFI.
+//! The vocabulary ferrovia's transports share. It binds no RDMA or UCX
+//! library; its only foreign calls are libc's (`sysconf` for the page
+//! size) and C socket-address layouts, both audited `unsafe` below.
 //!
 //! The scoped channel core and both backends (verbs in `ferrovia-verbs`,
 //! UCX in `ferrovia-ucx`) speak these types, as `wgpu-types` serves

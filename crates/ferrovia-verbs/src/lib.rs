@@ -32,6 +32,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 mod async_event;
 #[cfg(feature = "cm")]

@@ -65,6 +65,9 @@
 //! end peers' access with `into_local` to get plain bytes back. The rules
 //! in full are in [`mr`]'s documentation.
 //!
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 #![cfg_attr(
     feature = "verbs",
     doc = r#"
