@@ -1,6 +1,9 @@
 //! The verbs implementation of the transport seam: RC queue pairs sharing
-//! one completion queue. This module and `core`'s hand-off of buffers are
-//! the only places with `unsafe` in the crate.
+//! one completion queue. Its `unsafe` is the `Transport` implementation
+//! and the verbs posts under it; the crate's other `unsafe` is the seam
+//! itself (`transport`), the engine's hand-off of buffers (`post`,
+//! `post_pieces`, `slots`, `owned`, `owned_list`, `scope`, `rails`,
+//! `element`) and `qp_table`'s reclamation.
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;

@@ -1,5 +1,8 @@
 //! Raw UCX bindings (bindgen, at build time) and the `UCS_PTR_*` macros
-//! rewritten in Rust. The only module of the crate with `unsafe` FFI.
+//! rewritten in Rust. This module only declares them: the calls are made
+//! (each in an `unsafe` block that argues its case) by `context`,
+//! `engine` and its submodules, `events`, `keys`, `netdev`, `notify`,
+//! `tag`, `transport` and `error`.
 #![allow(
     non_upper_case_globals,
     non_camel_case_types,
