@@ -175,6 +175,14 @@ pub enum BootstrapError {
     /// A malformed or unexpected message.
     #[error("bootstrap protocol error: {0}")]
     Protocol(String),
+    /// The backend asked for is not in this build (its feature is off).
+    #[error(
+        "the {backend} backend is not in this build: ferrovia-node was built without its `{backend}` feature"
+    )]
+    NotBuilt {
+        /// The backend asked for.
+        backend: Backend,
+    },
 }
 
 /// Why a barrier failed.
@@ -410,6 +418,17 @@ pub enum RailError {
     },
 }
 
+impl RailError {
+    /// `e`, as rail `rail`'s.
+    pub(crate) fn failed(rail: u32, e: NodeError) -> NodeError {
+        RailError::Failed {
+            rail,
+            source: Box::new(e),
+        }
+        .into()
+    }
+}
+
 /// " (link N)" for a link other than the node's own.
 fn on_link(link: u32) -> String {
     match link {
@@ -456,11 +475,4 @@ pub enum NodeError {
     #[cfg(feature = "ucx")]
     #[error(transparent)]
     Ucx(#[from] ferrovia_ucx::UcxError),
-}
-
-#[cfg(feature = "verbs")]
-impl From<ferrovia_verbs::VerbsError> for NodeError {
-    fn from(e: ferrovia_verbs::VerbsError) -> Self {
-        NodeError::Transport(e.into())
-    }
 }

@@ -27,7 +27,7 @@ use crate::error::{BootstrapError, NodeError, RailError};
 use crate::node::Node;
 use crate::rendezvous::{self, Rendezvous, RendezvousConfig, Session};
 use crate::wire::{MAX_REASON, truncate};
-use side::{Side, failed};
+use side::Side;
 
 /// What backend a rail runs on ([`Node::open_rail`]). Each rank names its
 /// own: the ranks of a job may name different devices.
@@ -189,7 +189,7 @@ impl Node {
             .map(postcard::to_allocvec)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| {
-                failed(
+                RailError::failed(
                     id,
                     BootstrapError::Protocol(format!("encode a rail's link: {e}")).into(),
                 )
@@ -197,13 +197,14 @@ impl Node {
         let traded = self.trade(blobs, deadline);
         // This rank's own failure first: the peers know it from the trade.
         let side = side?;
-        let (session, table) = traded.map_err(|e| failed(id, e.into()))?;
+        let (session, table) = traded.map_err(|e| RailError::failed(id, e.into()))?;
         let links = read_table(id, side.backend(), table)?;
-        let (transport, registry, description) =
-            side.connect(id, me, links).map_err(|e| failed(id, e))?;
+        let (transport, registry, description) = side
+            .connect(id, me, links)
+            .map_err(|e| RailError::failed(id, e))?;
         session
             .ready_by(deadline)
-            .map_err(|e| failed(id, e.into()))?;
+            .map_err(|e| RailError::failed(id, e.into()))?;
         self.control.restart(link);
         log::info!("rank {me} of {n}: rail {id} ({description}) connected to every rank");
         Ok(Rail {
@@ -276,7 +277,7 @@ fn read_table(id: u32, ours: Backend, table: Vec<Vec<u8>>) -> Result<Vec<Link>, 
     let mut links = Vec::with_capacity(table.len());
     for (rank, blob) in table.iter().enumerate() {
         let blob: RailBlob = postcard::from_bytes(blob).map_err(|e| {
-            failed(
+            RailError::failed(
                 id,
                 BootstrapError::Protocol(format!("rank {rank}'s link of a rail: {e}")).into(),
             )

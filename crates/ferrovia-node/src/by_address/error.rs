@@ -148,19 +148,3 @@ impl ConnectError {
         }
     }
 }
-
-/// Why `addr` has no route, if the routing table says so (a UDP socket's
-/// connect asks it without sending anything).
-#[cfg_attr(not(feature = "ucx"), allow(dead_code))]
-pub(crate) fn no_route(addr: SocketAddr) -> Option<String> {
-    let any: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse().ok()?
-    } else {
-        "[::]:0".parse().ok()?
-    };
-    let s = std::net::UdpSocket::bind(any).ok()?;
-    match s.connect(addr) {
-        Ok(()) => None,
-        Err(e) => Some(e.to_string()),
-    }
-}

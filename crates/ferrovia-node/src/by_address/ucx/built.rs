@@ -28,7 +28,7 @@ use ferrovia_mr::MrRegistry;
 use ferrovia_ucx::{Exposure, UcxContext, UcxError, UcxTransport, UcxTransportBuilder};
 
 use super::front_door::{self, Frame, FrameReader, Read1};
-use crate::by_address::error::{ConnectError, no_route};
+use crate::by_address::error::ConnectError;
 use crate::by_address::handshake::{self, Decoded, Kind};
 use crate::{Backend, control};
 
@@ -599,5 +599,20 @@ impl UcxOutgoing {
             return Err(e);
         }
         channel(t, registry, cfg, addr, answer)
+    }
+}
+
+/// Why `addr` has no route, if the routing table says so (a UDP socket's
+/// connect asks it without sending anything).
+fn no_route(addr: SocketAddr) -> Option<String> {
+    let any: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let s = std::net::UdpSocket::bind(any).ok()?;
+    match s.connect(addr) {
+        Ok(()) => None,
+        Err(e) => Some(e.to_string()),
     }
 }

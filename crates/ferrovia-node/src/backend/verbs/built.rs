@@ -1,0 +1,166 @@
+//! The verbs backend of a node: a multi-channel of RC queue pairs on the
+//! device the channel settings name (else the first with an active port),
+//! connected by the endpoints the ranks trade; and a rail's side, a
+//! verbs transport in a protection domain of its own.
+
+use std::sync::Arc;
+
+use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, Transport, VerbsTransport};
+use ferrovia_mr::MrRegistry;
+use ferrovia_verbs::{Context, Endpoint, ProtectionDomain};
+
+use crate::backend::{Link, RailConnected};
+use crate::error::{BootstrapError, NodeError, RailError};
+
+impl From<ferrovia_verbs::VerbsError> for NodeError {
+    fn from(e: ferrovia_verbs::VerbsError) -> Self {
+        NodeError::Transport(e.into())
+    }
+}
+
+/// Gives `channel` the protection domain of its device, if one opens.
+pub(crate) fn with_device(channel: &mut ChannelBuilder) -> Result<(), NodeError> {
+    let opened = match &channel.config().device {
+        Some(name) => Context::open(name),
+        None => Context::open_default(),
+    };
+    let pd = opened.and_then(|ctx| ProtectionDomain::new(&ctx))?;
+    *channel = std::mem::take(channel).pd(&pd);
+    Ok(())
+}
+
+/// Rank `rank`'s verbs endpoint, from its link's bytes.
+fn endpoint_of(rank: usize, bytes: &[u8]) -> Result<Endpoint, NodeError> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        BootstrapError::Protocol(format!("rank {rank} sent a bad endpoint: {e}")).into()
+    })
+}
+
+/// A verbs endpoint as a link.
+fn link_of(endpoint: &Endpoint) -> Result<Link, NodeError> {
+    Ok(Link::Verbs(postcard::to_allocvec(endpoint).map_err(
+        |e| BootstrapError::Protocol(format!("cannot encode an endpoint: {e}")),
+    )?))
+}
+
+/// Connects, through `connect`, to the endpoint in each rank's link.
+fn connect_all(
+    me: usize,
+    links: Vec<Link>,
+    mut connect: impl FnMut(usize, &Endpoint) -> Result<(), NodeError>,
+) -> Result<(), NodeError> {
+    for (j, l) in links.into_iter().enumerate() {
+        if let Link::Verbs(bytes) = l {
+            let ep = endpoint_of(j, &bytes)?;
+            connect(j, &ep).map_err(|e| BootstrapError::Connect {
+                rank: me,
+                peer: Some(j),
+                source: Box::new(e),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The node's verbs side, open and not yet connected.
+pub(crate) struct Opened(MultiChannel);
+
+impl Opened {
+    pub(crate) fn open(channel: ChannelBuilder, n: usize) -> Result<Opened, NodeError> {
+        Ok(Opened(channel.build_multi(n)?))
+    }
+
+    pub(crate) fn registry(&self) -> &MrRegistry {
+        self.0.registry()
+    }
+
+    /// What peer `peer` needs from this rank: its queue pair's endpoint.
+    pub(crate) fn link(&self, peer: usize) -> Result<Link, NodeError> {
+        link_of(&self.0.endpoint(peer)?)
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        let device = self.0.pd().map(|pd| pd.context().name().to_owned());
+        format!("verbs on {}", device.as_deref().unwrap_or("?"))
+    }
+
+    /// Connects every queue pair to its rank's endpoint.
+    pub(crate) fn connect(self, rank: usize, links: Vec<Link>) -> Result<MultiChannel, NodeError> {
+        let mut m = self.0;
+        connect_all(rank, links, |j, ep| Ok(m.connect(j, ep)?))?;
+        Ok(m)
+    }
+}
+
+/// A rail's verbs side: a transport for every rank in a protection
+/// domain of its own, so the rail's registry registers for it alone.
+pub(crate) struct RailSide {
+    transport: VerbsTransport,
+    registry: MrRegistry,
+    device: String,
+}
+
+impl RailSide {
+    /// Rail `id` on `device` (its first active port), or on the node's
+    /// own device (`node`'s) and port.
+    pub(crate) fn open(
+        id: u32,
+        device: Option<&String>,
+        node: &MultiChannel,
+        channel: &ChannelConfig,
+        world_size: usize,
+    ) -> Result<RailSide, NodeError> {
+        let mut cfg = channel.clone();
+        let ctx = match device {
+            Some(name) => {
+                let ctx = Context::open(name).map_err(|e| RailError::NoSuchDevice {
+                    rail: id,
+                    device: name.clone(),
+                    reason: e.to_string(),
+                })?;
+                let port = ctx.active_port().map_err(|e| RailError::NoActivePort {
+                    rail: id,
+                    device: name.clone(),
+                    reason: e.to_string(),
+                })?;
+                // The node's port setting names a port of its own device.
+                cfg.device = Some(name.clone());
+                cfg.port = Some(port.port);
+                ctx
+            }
+            None => match node.pd() {
+                Some(pd) => pd.context(),
+                None => {
+                    return Err(RailError::failed(
+                        id,
+                        BootstrapError::Protocol("the node's verbs channel has no device".into())
+                            .into(),
+                    ));
+                }
+            },
+        };
+        let pd = ProtectionDomain::new(&ctx).map_err(|e| RailError::failed(id, e.into()))?;
+        let transport = VerbsTransport::new(&pd, world_size, &cfg)
+            .map_err(|e| RailError::failed(id, e.into()))?;
+        Ok(RailSide {
+            transport,
+            registry: MrRegistry::new(&pd),
+            device: ctx.name().to_owned(),
+        })
+    }
+
+    pub(crate) fn link(&self, peer: usize) -> Result<Link, NodeError> {
+        link_of(&self.transport.endpoint(peer)?)
+    }
+
+    pub(crate) fn connect(self, me: usize, links: Vec<Link>) -> Result<RailConnected, NodeError> {
+        let t = &self.transport;
+        connect_all(me, links, |j, ep| Ok(t.connect(j, ep)?))?;
+        let transport: Arc<dyn Transport> = Arc::new(self.transport);
+        Ok((
+            transport,
+            self.registry,
+            format!("verbs on {}", self.device),
+        ))
+    }
+}
