@@ -50,8 +50,9 @@ enum Command {
     ///
     /// Ends with `ferrovia: N passed, M failed`.
     Test(SuiteArgs),
-    /// cargo fmt --check, clippy -D warnings and doc with warnings denied,
-    /// then the same as `test`.
+    /// cargo fmt --check, clippy -D warnings (the workspace and each
+    /// supported feature set) and doc with warnings denied, then the same
+    /// as `test`.
     Ci(SuiteArgs),
     /// Build and run a demo, on the host's RDMA device where it needs one,
     /// else in the VM.
@@ -140,6 +141,10 @@ enum Command {
     /// Only the layering check of `test`.
     #[command(hide = true)]
     Layering,
+    /// Only the static checks of `ci` (rustfmt, clippy on every feature
+    /// set, rustdoc), as `.ci/run` runs them.
+    #[command(hide = true)]
+    Checks,
     /// Only the two-host test of `test` (builds ferrovia-rank first).
     #[command(hide = true)]
     TwoHost,
@@ -304,6 +309,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
             bench_compare::mooncake::command(&transport, smoke)
         }
         Command::Layering => layering::command(),
+        Command::Checks => test_suite::checks_command(),
         Command::TwoHost => two_host::EXCHANGE.command(),
         Command::TwoHostByAddress => two_host_by_address::BY_ADDRESS.command(),
     }

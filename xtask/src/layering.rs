@@ -62,7 +62,12 @@ pub(crate) fn unlisted(metadata: &Metadata) -> Vec<String> {
     metadata
         .packages
         .iter()
-        .filter(|p| p.manifest_path.parent().and_then(|d| d.parent()).is_some_and(|d| d.file_name() == Some("crates")))
+        .filter(|p| {
+            p.manifest_path
+                .parent()
+                .and_then(|d| d.parent())
+                .is_some_and(|d| d.file_name() == Some("crates"))
+        })
         .filter(|p| !LAYERS.contains(&p.name.as_str()))
         .map(|p| format!("{} is under crates/ but not in the layering list", p.name))
         .collect()

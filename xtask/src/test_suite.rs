@@ -133,7 +133,7 @@ impl Steps {
     fn total(&self) -> usize {
         match self.mode {
             Mode::Test => 8,
-            Mode::Ci => 8 + CHECKS.len(),
+            Mode::Ci => 8 + checks().len(),
         }
     }
 
@@ -148,25 +148,70 @@ impl Steps {
     }
 }
 
-/// The static checks `cargo xtask ci` runs before the tests, in order.
-const CHECKS: &[&[&str]] = &[
-    &["fmt", "--all", "--", "--check"],
-    &[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ],
-    &["doc", "--workspace", "--no-deps"],
+/// The feature sets linted beside the default one: a package and the
+/// features it is built with, without its defaults (`""`: none). The
+/// facade with UCX only, verbs only and everything; each crate that picks
+/// a backend by feature with either alone; the layers that are verbs only
+/// by feature, without it.
+const FEATURE_SETS: &[(&str, &str)] = &[
+    ("ferrovia", "ucx"),
+    ("ferrovia", "verbs"),
+    ("ferrovia", "verbs,ucx,async,transfer"),
+    ("ferrovia-node", "ucx"),
+    ("ferrovia-node", "verbs"),
+    ("ferrovia-async", "ucx"),
+    ("ferrovia-async", "verbs"),
+    ("ferrovia-transfer", "ucx"),
+    ("ferrovia-transfer", "verbs"),
+    ("ferrovia-channel", ""),
+    ("ferrovia-mr", ""),
 ];
 
-/// The cargo command of a [`CHECKS`] entry; rustdoc warnings are errors.
-fn check_command(words: &[&str]) -> Command {
+/// The static checks `cargo xtask ci` (and `cargo xtask checks`, which
+/// `.ci/run` calls) runs before the tests, in order: rustfmt, clippy on
+/// the workspace and on each of [`FEATURE_SETS`], rustdoc.
+pub(crate) fn checks() -> Vec<Vec<String>> {
+    let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let lint = ["--all-targets", "--", "-D", "warnings"];
+    let mut all = vec![
+        words(&["fmt", "--all", "--", "--check"]),
+        words(&["clippy", "--workspace"]),
+    ];
+    all[1].extend(words(&lint));
+    for (package, features) in FEATURE_SETS {
+        let mut c = words(&["clippy", "-p", package, "--no-default-features"]);
+        if !features.is_empty() {
+            c.extend(words(&["--features", features]));
+        }
+        c.extend(words(&lint));
+        all.push(c);
+    }
+    all.push(words(&["doc", "--workspace", "--no-deps"]));
+    all
+}
+
+/// `cargo xtask checks` (hidden): only the static checks, each named as
+/// it runs.
+pub(crate) fn checks_command() -> Result<u8> {
+    workspace::enter_root()?;
+    let all = checks();
+    for (i, words) in all.iter().enumerate() {
+        say!(
+            "xtask checks: [{}/{}] cargo {}",
+            i + 1,
+            all.len(),
+            words.join(" ")
+        );
+        cmd::run(&mut check_command(words))?;
+    }
+    Ok(0)
+}
+
+/// The cargo command of a [`checks`] entry; rustdoc warnings are errors.
+fn check_command(words: &[String]) -> Command {
     let mut cargo = cmd::cargo();
     cargo.args(words);
-    if words.first() == Some(&"doc") {
+    if words.first().is_some_and(|w| w == "doc") {
         let mut flags = std::env::var_os("RUSTDOCFLAGS").unwrap_or_default();
         if !flags.is_empty() {
             flags.push(" ");
@@ -186,9 +231,9 @@ fn run(mode: Mode, args: &[OsString], counts: &mut Counts) -> Result<()> {
     deps::ensure(deps::ALL)?;
 
     if mode == Mode::Ci {
-        for words in CHECKS {
-            let mut check = check_command(words);
-            let doc_flags = if words.first() == Some(&"doc") {
+        for words in checks() {
+            let mut check = check_command(&words);
+            let doc_flags = if words.first().is_some_and(|w| w == "doc") {
                 " (RUSTDOCFLAGS=-D warnings)"
             } else {
                 ""
@@ -398,7 +443,7 @@ mod tests {
 
     #[test]
     fn ci_checks_in_order() {
-        let lines: Vec<String> = CHECKS
+        let lines: Vec<String> = checks()
             .iter()
             .map(|words| {
                 let cargo = check_command(words);
@@ -420,13 +465,19 @@ mod tests {
                 line
             })
             .collect();
+        assert_eq!(lines[0], "fmt --all -- --check");
+        assert_eq!(lines[1], "clippy --workspace --all-targets -- -D warnings");
         assert_eq!(
-            lines,
-            [
-                "fmt --all -- --check",
-                "clippy --workspace --all-targets -- -D warnings",
-                "doc --workspace --no-deps [RUSTDOCFLAGS]",
-            ]
+            lines[2],
+            "clippy -p ferrovia --no-default-features --features ucx --all-targets -- -D warnings"
+        );
+        assert!(lines.contains(
+            &"clippy -p ferrovia-channel --no-default-features --all-targets -- -D warnings".into()
+        ));
+        assert_eq!(lines.len(), 3 + FEATURE_SETS.len());
+        assert_eq!(
+            lines[lines.len() - 1],
+            "doc --workspace --no-deps [RUSTDOCFLAGS]"
         );
         assert_eq!(
             Steps {
@@ -434,7 +485,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            11
+            8 + 3 + FEATURE_SETS.len()
         );
         assert_eq!(
             Steps {

@@ -35,7 +35,6 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
-
 #![cfg_attr(
     feature = "verbs",
     doc = r#"

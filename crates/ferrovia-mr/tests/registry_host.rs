@@ -21,7 +21,7 @@ fn views_by_virtual_address_and_zero_based_rdma_addresses() {
             RegisterOptions::local().allow_remote_write().zero_based(),
         )
         .unwrap();
-    assert_eq!(buf.addr() % ferrovia_verbs::page_size(), 0);
+    assert_eq!(buf.addr() % ferrovia_types::page_size(), 0);
     assert!(buf.to_vec().iter().all(|&b| b == 0));
     let base = buf.addr();
     let v = reg.view(base + 0x1_0000, 4096).unwrap();
@@ -202,7 +202,7 @@ fn concurrent_register_and_lookup_keep_counters_exact() {
 #[test]
 fn zero_based_keeps_the_in_page_offset_and_explicit_bases_are_checked() {
     let (reg, _) = registry();
-    let page = ferrovia_verbs::page_size();
+    let page = ferrovia_types::page_size();
     let mut mem = vec![0u8; 3 * page];
     let p = mem.as_mut_ptr();
     let off = page - (p as usize % page) + 100; // 100 bytes into a page
@@ -371,7 +371,7 @@ fn bytemuck_free_bytes(words: &mut [u64]) -> &mut [u8] {
 
 #[test]
 fn view_descriptors_carry_the_registrations_rights() {
-    use ferrovia_verbs::AccessFlags;
+    use ferrovia_types::AccessFlags;
     let (reg, _) = registry();
     // Local-only memory: the view refuses a descriptor as the registration
     // does (it used to claim read, write and atomics).

@@ -26,7 +26,6 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
-
 #![allow(
     non_upper_case_globals,
     non_camel_case_types,

@@ -38,7 +38,6 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
-
 #![forbid(unsafe_code)]
 
 mod batch;

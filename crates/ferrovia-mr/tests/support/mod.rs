@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 
 use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
-use ferrovia_verbs::AccessFlags;
+use ferrovia_types::AccessFlags;
 
 #[derive(Clone, Default)]
 pub struct FakeRegistrar {

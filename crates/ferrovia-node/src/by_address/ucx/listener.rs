@@ -1,11 +1,12 @@
-//! Connection by address on UCX: ferrovia's own front door on plain TCP
-//! (`front_door`), then transports of one peer whose endpoints come from
-//! the worker addresses the two sides traded. No byte of a stranger's
-//! reaches UCX: its socket connection manager aborts the process on
-//! malformed ones (17 zero bytes did), so it is not used. A client on this
-//! host works over shared memory alone; the TCP connection stays open as
-//! the connection's link, so a peer that goes away fails the channel's
-//! work even where UCX cannot tell (shared memory).
+//! Connection by address on UCX, the listening side: ferrovia's own
+//! front door on plain TCP (`front_door`), then transports of one peer
+//! whose endpoints come from the worker addresses the two sides traded.
+//! No byte of a stranger's reaches UCX: its socket connection manager
+//! aborts the process on malformed ones (17 zero bytes did), so it is not
+//! used. A client on this host works over shared memory alone; the TCP
+//! connection stays open as the connection's link, so a peer that goes
+//! away fails the channel's work even where UCX cannot tell (shared
+//! memory).
 //!
 //! Bounds, whatever connects: no thread of the listener's own (the
 //! accepting thread reads the front door without blocking); at most
@@ -20,21 +21,19 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, Transport};
+use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig};
 use ferrovia_mr::MrRegistry;
-use ferrovia_ucx::{Exposure, UcxContext, UcxError, UcxTransport, UcxTransportBuilder};
+use ferrovia_ucx::{UcxContext, UcxTransport, UcxTransportBuilder};
 
+use super::connection::{
+    Settings, abandon, bound, channel, context, io_error, read_frame, transport_builder, ucx_error,
+};
 use super::front_door::{self, Frame, FrameReader, Read1};
 use crate::by_address::error::ConnectError;
-use crate::by_address::handshake::{self, Decoded, Kind};
-use crate::{Backend, control};
-
-/// The UCX settings a listener or connector was given, if any (default:
-/// from the channel settings).
-pub(crate) type Settings = Option<UcxTransportBuilder>;
+use crate::by_address::handshake::{self, Kind};
 
 /// What bounds a listener.
 #[derive(Debug, Clone, Copy)]
@@ -82,15 +81,6 @@ pub(crate) struct UcxIncoming {
     registry: MrRegistry,
 }
 
-/// A client's transport, its request not yet sent.
-pub(crate) struct UcxOutgoing {
-    t: UcxTransport,
-    addr: SocketAddr,
-    cfg: ChannelConfig,
-    /// The channel's registry, there before the request.
-    registry: MrRegistry,
-}
-
 impl Drop for UcxIncoming {
     /// An unanswered request is rejected, with no private data.
     fn drop(&mut self) {
@@ -100,102 +90,6 @@ impl Drop for UcxIncoming {
             let _ = front_door::send(&mut stream, &Frame::Reject { data });
         }
     }
-}
-
-/// The transport settings of `channel`, unless `given`, for a context
-/// confined to `exposure`.
-pub(crate) fn transport_builder(
-    channel: &ChannelBuilder,
-    given: Option<&UcxTransportBuilder>,
-    exposure: Exposure,
-) -> UcxTransportBuilder {
-    if let Some(b) = given {
-        return b.clone();
-    }
-    let mut b = UcxTransport::builder().shared_receives(channel.config().shared_receives);
-    if exposure.shared_memory_only(&|k| std::env::var(k).ok()) {
-        // UCX 1.13's shared memory has no peer failure handling: the link
-        // tells instead.
-        b = b.detect_peer_failure(false);
-    }
-    #[cfg(feature = "verbs")]
-    let b = {
-        let caps = channel.config().caps;
-        b.depths(caps.max_send_wr, caps.max_recv_wr)
-    };
-    b
-}
-
-/// A UCX context for connections with `addr` that listens only where
-/// they come from: `local`, this side's address toward it (a loopback one
-/// keeps UCX on shared memory).
-fn context(
-    addr: SocketAddr,
-    local: std::net::IpAddr,
-) -> Result<(UcxContext, Exposure), ConnectError> {
-    let exposure = Exposure::for_address(local);
-    UcxContext::for_address(addr, exposure, &[])
-        .map(|c| (c, exposure))
-        .map_err(|e| ConnectError::backend(addr, e))
-}
-
-/// The channel over a transport whose handshake is done.
-fn channel(
-    t: UcxTransport,
-    registry: MrRegistry,
-    cfg: ChannelConfig,
-    peer: SocketAddr,
-    peer_data: Vec<u8>,
-) -> Result<Channel, ConnectError> {
-    Channel::over(Arc::new(t), registry, cfg)
-        .map(|c| c.with_peer(peer, peer_data))
-        .map_err(|e| ConnectError::backend(peer, e))
-}
-
-/// Drops a transport whose handshake failed: its endpoint is closed at
-/// once (nothing of it is worth a graceful close).
-fn abandon(t: UcxTransport) {
-    if t.peer_addr().is_some() {
-        let _ = Transport::flush(&t, 0);
-    }
-    drop(t);
-}
-
-/// Sets both timeouts of a blocking stream to what is left until
-/// `deadline` (at least 1 ms: zero means "none").
-fn bound(s: &TcpStream, deadline: Instant) -> std::io::Result<()> {
-    let t = Some(
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1)),
-    );
-    s.set_read_timeout(t)?;
-    s.set_write_timeout(t)
-}
-
-/// Reads one frame from a blocking stream before `deadline`.
-fn read_frame(s: &mut TcpStream, deadline: Instant) -> Read1 {
-    let mut r = FrameReader::default();
-    loop {
-        if bound(s, deadline).is_err() {
-            return Read1::Closed;
-        }
-        match r.read(s) {
-            Read1::More if Instant::now() < deadline => continue,
-            other => return other,
-        }
-    }
-}
-
-fn io_error(addr: SocketAddr, e: std::io::Error) -> ConnectError {
-    ConnectError::Disconnected {
-        addr,
-        reason: e.to_string(),
-    }
-}
-
-fn ucx_error(e: UcxError, addr: SocketAddr) -> ConnectError {
-    ConnectError::backend(addr, e)
 }
 
 impl UcxSide {
@@ -462,157 +356,5 @@ impl UcxIncoming {
         bound(&stream, deadline)
             .and_then(|()| front_door::send(&mut stream, &Frame::Reject { data }))
             .map_err(|e| io_error(self.peer, e))
-    }
-}
-
-/// Makes a transport for a connection to `addr` (nothing is sent yet).
-pub(crate) fn resolve(
-    addr: SocketAddr,
-    settings: &ChannelBuilder,
-    builder: &Settings,
-) -> Result<UcxOutgoing, ConnectError> {
-    let local = control::route_source(addr).map_err(|_| ConnectError::Unreachable {
-        addr,
-        reason: format!("no route: {}", no_route(addr).unwrap_or_default()),
-    })?;
-    let (ctx, exposure) = context(addr, local)?;
-    let t = transport_builder(settings, builder.as_ref(), exposure)
-        .start(&ctx)
-        .map_err(|e| ucx_error(e, addr))?;
-    Ok(UcxOutgoing {
-        registry: MrRegistry::with_registrar(t.registrar()),
-        t,
-        addr,
-        cfg: settings.config().clone(),
-    })
-}
-
-/// A connect to the front door that failed, as a [`ConnectError`].
-fn connect_failed(addr: SocketAddr, e: std::io::Error, start: Instant) -> ConnectError {
-    match e.kind() {
-        ErrorKind::ConnectionRefused => ConnectError::NotListening {
-            addr,
-            backend: Backend::Ucx,
-        },
-        ErrorKind::TimedOut | ErrorKind::WouldBlock => ConnectError::Timeout {
-            what: "connecting to the listener",
-            addr,
-            after: start.elapsed(),
-        },
-        ErrorKind::NetworkUnreachable
-        | ErrorKind::HostUnreachable
-        | ErrorKind::AddrNotAvailable => ConnectError::Unreachable {
-            addr,
-            reason: e.to_string(),
-        },
-        _ => ConnectError::Unreachable {
-            addr,
-            reason: match no_route(addr) {
-                Some(why) => format!("no route: {why}"),
-                None => e.to_string(),
-            },
-        },
-    }
-}
-
-impl UcxOutgoing {
-    pub(crate) fn registry(&self) -> &MrRegistry {
-        &self.registry
-    }
-
-    /// Sends the request with `private_data`, waits up to `timeout` for
-    /// the answer, and confirms an accept.
-    pub(crate) fn connect(
-        self,
-        private_data: &[u8],
-        timeout: Duration,
-    ) -> Result<Channel, ConnectError> {
-        let UcxOutgoing {
-            mut t,
-            addr,
-            cfg,
-            registry,
-        } = self;
-        let data = handshake::encode(Kind::Request, private_data, addr)?;
-        let start = Instant::now();
-        let deadline = start + timeout;
-        let mut stream = TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1)))
-            .map_err(|e| connect_failed(addr, e, start))?;
-        let request = Frame::Request {
-            token: Vec::new(),
-            data,
-            worker: t.address().to_vec(),
-        };
-        bound(&stream, deadline)
-            .and_then(|()| front_door::send(&mut stream, &request))
-            .map_err(|e| io_error(addr, e))?;
-        let (answer, worker) = match read_frame(&mut stream, deadline) {
-            Read1::Frame(Frame::Accept { data, worker }) => match handshake::decode(&data) {
-                Decoded::Ours(Kind::Accept, d) => (d.to_vec(), worker),
-                _ => {
-                    return Err(handshake::expect(Kind::Accept, &data, addr)
-                        .map(drop)
-                        .err()
-                        .unwrap_or(ConnectError::Protocol {
-                            addr,
-                            reason: "an unexpected answer".into(),
-                        }));
-                }
-            },
-            Read1::Frame(Frame::Reject { data }) => {
-                return Err(ConnectError::Rejected {
-                    addr,
-                    private_data: handshake::expect(Kind::Reject, &data, addr)?.to_vec(),
-                });
-            }
-            Read1::Frame(f) => {
-                return Err(ConnectError::Protocol {
-                    addr,
-                    reason: format!("expected an accept, got {:?}", f.kind()),
-                });
-            }
-            Read1::Bad(reason) => return Err(ConnectError::Protocol { addr, reason }),
-            Read1::Closed => {
-                return Err(ConnectError::Refused {
-                    addr,
-                    reason: "the listener closed the connection before answering (too many connections in their handshake, or it closed)".into(),
-                });
-            }
-            Read1::More => {
-                return Err(ConnectError::Timeout {
-                    what: "waiting for the server's answer",
-                    addr,
-                    after: start.elapsed(),
-                });
-            }
-        };
-        if let Err(e) = t.connect_peer(&worker, addr) {
-            abandon(t);
-            return Err(ucx_error(e, addr));
-        }
-        let confirmed = bound(&stream, deadline)
-            .and_then(|()| front_door::send(&mut stream, &Frame::Ready))
-            .map_err(|e| io_error(addr, e))
-            .and_then(|()| t.watch_link(stream).map_err(|e| ucx_error(e, addr)));
-        if let Err(e) = confirmed {
-            abandon(t);
-            return Err(e);
-        }
-        channel(t, registry, cfg, addr, answer)
-    }
-}
-
-/// Why `addr` has no route, if the routing table says so (a UDP socket's
-/// connect asks it without sending anything).
-fn no_route(addr: SocketAddr) -> Option<String> {
-    let any: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse().ok()?
-    } else {
-        "[::]:0".parse().ok()?
-    };
-    let s = std::net::UdpSocket::bind(any).ok()?;
-    match s.connect(addr) {
-        Ok(()) => None,
-        Err(e) => Some(e.to_string()),
     }
 }
