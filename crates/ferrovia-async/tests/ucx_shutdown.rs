@@ -129,9 +129,10 @@ async fn shutting_down_with_a_send_stuck(tls: &str) {
 async fn dropping_with_a_send_stuck(tls: &str) {
     const BIG: usize = 8 << 20;
     let drain = Duration::from_millis(400);
-    let channel = ferrovia_channel::ChannelConfig {
-        drain_deadline: drain,
-        ..Default::default()
+    let channel = {
+        let mut cfg = ferrovia_channel::ChannelConfig::default();
+        cfg.drain_deadline = drain;
+        cfg
     };
     let mut w = common::world_configured(2, tls, AsyncConfig::default(), 0, channel);
     let (b, a) = (w.pop().unwrap(), w.pop().unwrap());

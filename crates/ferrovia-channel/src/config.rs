@@ -7,7 +7,15 @@ use ferrovia_verbs::{ConnectOptions, QpCaps};
 
 /// How a channel is built and how long it waits. The device, queue and
 /// connection settings exist with the `verbs` feature.
+///
+/// Non-exhaustive, so that a dependency turning `verbs` on elsewhere in
+/// the build cannot break a struct literal: start from
+/// `ChannelConfig::default()` and set fields, or use [`ChannelBuilder`]
+/// (`ChannelBuilder::config` reads the result).
+///
+/// [`ChannelBuilder`]: crate::ChannelBuilder
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ChannelConfig {
     /// Device name; `None` takes `FERROVIA_DEVICE` or the first device
     /// with an active port.

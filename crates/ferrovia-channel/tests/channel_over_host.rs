@@ -15,11 +15,10 @@ use ferrovia_mr::RegisterOptions;
 use support::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: Duration::from_millis(50),
-        op_timeout: Duration::from_millis(500),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = Duration::from_millis(50);
+    cfg.op_timeout = Duration::from_millis(500);
+    cfg
 }
 
 #[test]

@@ -18,11 +18,10 @@ use support::{Double, Mode};
 const DRAIN: Duration = Duration::from_millis(50);
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: DRAIN,
-        op_timeout: Duration::from_millis(100),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = DRAIN;
+    cfg.op_timeout = Duration::from_millis(100);
+    cfg
 }
 
 #[test]

@@ -163,9 +163,10 @@ fn one_message(from: &mut MultiChannel, to: &mut MultiChannel, seed: u8) {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_verbs_transport_reconnects_through_the_transport_seam() {
     let pd = common::pd();
-    let cfg = ChannelConfig {
-        drain_deadline: DRAIN,
-        ..ChannelConfig::default()
+    let cfg = {
+        let mut cfg = ChannelConfig::default();
+        cfg.drain_deadline = DRAIN;
+        cfg
     };
     let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
     let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();
@@ -234,9 +235,10 @@ fn device_qps(device: &str) -> u64 {
 fn renewing_a_connection_many_times_frees_the_replaced_queue_pairs() {
     let pd = common::pd();
     let device = pd.context().name().to_owned();
-    let cfg = ChannelConfig {
-        drain_deadline: DRAIN,
-        ..ChannelConfig::default()
+    let cfg = {
+        let mut cfg = ChannelConfig::default();
+        cfg.drain_deadline = DRAIN;
+        cfg
     };
     let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
     let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();

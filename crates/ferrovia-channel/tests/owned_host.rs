@@ -32,11 +32,10 @@ fn waker() -> (Arc<Count>, Waker) {
 }
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: Duration::from_millis(50),
-        op_timeout: Duration::from_millis(100),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = Duration::from_millis(50);
+    cfg.op_timeout = Duration::from_millis(100);
+    cfg
 }
 
 fn buf(registry: &MrRegistry, fill: u8) -> RegisteredBuffer {

@@ -18,11 +18,10 @@ use support::{Double, Mode};
 
 /// A long drain deadline: what dropping must not wait for receives.
 fn cfg(drain: Duration) -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: drain,
-        op_timeout: Duration::from_millis(100),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = drain;
+    cfg.op_timeout = Duration::from_millis(100);
+    cfg
 }
 
 fn buf(registry: &MrRegistry) -> RegisteredBuffer {

@@ -18,11 +18,10 @@ use ferrovia_types::{AccessFlags, WcStatus};
 use support::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: Duration::from_millis(50),
-        op_timeout: Duration::from_millis(200),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = Duration::from_millis(50);
+    cfg.op_timeout = Duration::from_millis(200);
+    cfg
 }
 
 /// `n` pieces of 64 bytes for each of `peers` peers over `buf`'s

@@ -15,11 +15,10 @@ use ferrovia_mr::RegisterOptions;
 use support::{Double, Mode};
 
 fn quick() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: Duration::from_millis(50),
-        op_timeout: Duration::from_millis(200),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = Duration::from_millis(50);
+    cfg.op_timeout = Duration::from_millis(200);
+    cfg
 }
 
 /// A safe `ScopeTarget` that answers engine 1 on its second call (where

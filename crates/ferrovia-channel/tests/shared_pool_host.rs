@@ -18,11 +18,10 @@ use support::pool::PoolDouble;
 use support::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
-    ChannelConfig {
-        drain_deadline: Duration::from_millis(50),
-        op_timeout: Duration::from_millis(100),
-        ..ChannelConfig::default()
-    }
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = Duration::from_millis(50);
+    cfg.op_timeout = Duration::from_millis(100);
+    cfg
 }
 
 #[test]
