@@ -3,13 +3,13 @@
 //! backend lives in its own module (`verbs`, `ucx`), which alone asks
 //! whether the build has it; this one dispatches between them.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use ferrovia_channel::{ChannelBuilder, MultiChannel, Transport};
 use ferrovia_mr::MrRegistry;
 use serde::{Deserialize, Serialize};
 
+use crate::backend_name::Backend;
 use crate::error::{BootstrapError, NodeError};
 
 mod ucx;
@@ -17,57 +17,6 @@ mod verbs;
 
 pub(crate) use ucx::RailSide as UcxRailSide;
 pub(crate) use verbs::RailSide as VerbsRailSide;
-
-/// Which transport a node runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
-    /// libibverbs RC queue pairs (InfiniBand, RoCE, soft-RoCE).
-    Verbs,
-    /// UCX (tcp, shared memory, or UCX's own RDMA transports): where no
-    /// RDMA device is usable. Needs the `ucx` feature (on by default).
-    Ucx,
-}
-
-impl Backend {
-    /// `"verbs"` or `"ucx"`, as `FERROVIA_BACKEND` spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Verbs => "verbs",
-            Backend::Ucx => "ucx",
-        }
-    }
-
-    /// `FERROVIA_BACKEND`, if set.
-    pub fn from_env() -> Result<Option<Backend>, BootstrapError> {
-        match std::env::var("FERROVIA_BACKEND") {
-            Ok(v) if !v.is_empty() => v.parse().map(Some),
-            _ => Ok(None),
-        }
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Backend {
-    type Err = BootstrapError;
-
-    fn from_str(s: &str) -> Result<Backend, BootstrapError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "verbs" | "ibverbs" | "rdma" => Ok(Backend::Verbs),
-            "ucx" => Ok(Backend::Ucx),
-            _ => Err(BootstrapError::MalformedVar {
-                name: "FERROVIA_BACKEND".into(),
-                value: s.into(),
-                reason: "expected verbs or ucx".into(),
-            }),
-        }
-    }
-}
 
 /// What one rank tells a peer so the peer can connect to it. Both
 /// variants exist in every build, so a rank built without a backend still
@@ -253,9 +202,11 @@ mod tests {
     fn backend_names_parse() {
         assert_eq!("verbs".parse::<Backend>().unwrap(), Backend::Verbs);
         assert_eq!(" UCX ".parse::<Backend>().unwrap(), Backend::Ucx);
+        let e = "tcp".parse::<Backend>().unwrap_err();
+        assert_eq!(e.0, "tcp");
         assert!(matches!(
-            "tcp".parse::<Backend>(),
-            Err(BootstrapError::MalformedVar { .. })
+            BootstrapError::from(e),
+            BootstrapError::MalformedVar { .. }
         ));
         assert_eq!(Backend::Ucx.to_string(), "ucx");
     }

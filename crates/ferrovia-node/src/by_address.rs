@@ -29,7 +29,8 @@ use std::time::Duration;
 use ferrovia_channel::{Channel, ChannelBuilder};
 use ferrovia_mr::MrRegistry;
 
-use crate::backend::{Backend, choose};
+use crate::backend::choose;
+use crate::backend_name::Backend;
 
 mod error;
 mod handshake;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ferrovia_channel::TransportError;
 use ferrovia_mr::MrError;
 
-use crate::backend::Backend;
+use crate::backend_name::{Backend, UnknownBackend};
 
 /// Why finding the job's configuration or meeting the other ranks failed.
 #[derive(Debug, thiserror::Error)]
@@ -416,6 +416,22 @@ pub enum RailError {
         #[source]
         source: Box<NodeError>,
     },
+}
+
+impl From<UnknownBackend> for BootstrapError {
+    fn from(e: UnknownBackend) -> Self {
+        BootstrapError::MalformedVar {
+            name: "FERROVIA_BACKEND".into(),
+            value: e.0,
+            reason: "expected verbs or ucx".into(),
+        }
+    }
+}
+
+impl From<UnknownBackend> for NodeError {
+    fn from(e: UnknownBackend) -> Self {
+        BootstrapError::from(e).into()
+    }
 }
 
 impl RailError {

@@ -35,6 +35,7 @@
 
 mod address;
 mod backend;
+mod backend_name;
 mod barrier;
 mod by_address;
 mod control;
@@ -50,7 +51,7 @@ mod sync_region;
 mod token;
 mod wire;
 
-pub use backend::Backend;
+pub use backend_name::{Backend, UnknownBackend};
 pub use barrier::{BarrierAlgorithm, BarrierTask};
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,

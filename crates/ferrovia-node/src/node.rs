@@ -14,7 +14,8 @@ use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, Backend, Link, Opened, Renewer};
+use crate::backend::{self, Link, Opened, Renewer};
+use crate::backend_name::Backend;
 use crate::barrier::{self, BarrierAlgorithm, RankState};
 use crate::control::ControlPort;
 use crate::error::{BarrierError, BootstrapError, NodeError};

@@ -22,7 +22,8 @@ use ferrovia_channel::Transport;
 use ferrovia_mr::MrRegistry;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, Link};
+use crate::backend::Link;
+use crate::backend_name::Backend;
 use crate::error::{BootstrapError, NodeError, RailError};
 use crate::node::Node;
 use crate::rendezvous::{self, Rendezvous, RendezvousConfig, Session};

@@ -25,6 +25,20 @@ pub struct UcxTransportBuilder {
     revocation_timeout: Duration,
 }
 
+// The transport's constructors live with its builder, so the transport
+// needs nothing of the builder's.
+impl UcxTransport {
+    /// A builder.
+    pub fn builder() -> UcxTransportBuilder {
+        UcxTransportBuilder::default()
+    }
+
+    /// A transport with default depths on `context`.
+    pub fn new(context: &UcxContext) -> Result<UcxTransport, UcxError> {
+        Self::builder().start(context)
+    }
+}
+
 impl Default for UcxTransportBuilder {
     fn default() -> Self {
         UcxTransportBuilder {

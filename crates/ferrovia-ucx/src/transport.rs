@@ -10,7 +10,6 @@ use ferrovia_channel::{
     Completion, RecvOp, SendOp, SharedFlush, Transport, TransportError, TransportResult,
 };
 
-use crate::builder::UcxTransportBuilder;
 use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
 use crate::error::UcxError;
@@ -62,16 +61,6 @@ impl std::fmt::Debug for UcxTransport {
 }
 
 impl UcxTransport {
-    /// A builder.
-    pub fn builder() -> UcxTransportBuilder {
-        UcxTransportBuilder::default()
-    }
-
-    /// A transport with default depths on `context`.
-    pub fn new(context: &UcxContext) -> Result<UcxTransport, UcxError> {
-        Self::builder().start(context)
-    }
-
     /// This side's worker address: what every peer passes to `connect`.
     pub fn address(&self) -> &[u8] {
         &self.address

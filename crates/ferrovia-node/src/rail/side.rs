@@ -3,7 +3,8 @@
 //! own), say what each peer needs (its `Link`), connect. The backends'
 //! halves live in `backend`; this picks one by the rail's spec.
 
-use crate::backend::{Backend, Link, RailConnected, UcxRailSide, VerbsRailSide};
+use crate::backend::{Link, RailConnected, UcxRailSide, VerbsRailSide};
+use crate::backend_name::Backend;
 use crate::error::{NodeError, RailError};
 use crate::node::Node;
 use crate::rail::RailSpec;
