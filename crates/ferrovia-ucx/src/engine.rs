@@ -53,6 +53,7 @@ mod endpoints;
 mod generation;
 mod link;
 mod progress;
+mod request;
 mod send;
 pub(crate) mod token;
 

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
-use super::token::{CTRL, GOODBYE_FLUSH, REVOKE_FLUSH, record, send_param, token};
+use super::request::{record, send_param};
+use super::token::{CTRL, GOODBYE_FLUSH, REVOKE_FLUSH, token};
 use super::{CLOSE_GRACE, Cmd, Engine};
 use crate::control::{AM_ID, Control};
 use crate::error::check;

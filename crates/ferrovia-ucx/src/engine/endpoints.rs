@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::ptr::null_mut;
 
 use super::Engine;
-use super::token::{CLOSE, MAX_PEERS, ep_error_arg, send_param, token};
+use super::request::send_param;
+use super::token::{CLOSE, MAX_PEERS, ep_error_arg, token};
 use crate::error::UcxError;
 use crate::events;
 use crate::ffi;

@@ -9,7 +9,8 @@ use std::ptr::null_mut;
 use ferrovia_channel::{OpKind, SendOp};
 use ferrovia_types::AccessFlags;
 
-use super::token::{FLUSH, NOTIFY, PART, send_param, token};
+use super::request::send_param;
+use super::token::{FLUSH, NOTIFY, PART, token};
 use super::{Engine, send_completion};
 use crate::control::Control;
 use crate::events;

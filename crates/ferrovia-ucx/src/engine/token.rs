@@ -1,16 +1,12 @@
 //! What a request's `user_data` names: a token of class, peer and index,
-//! so a callback needs no pointer into the engine; and the request
-//! parameters and inline outcomes every `*_nbx` call shares.
+//! so a callback needs no pointer into the engine. (The request
+//! parameters that carry one are `request`'s.)
 //!
 //! ```text
 //! 63..56  class     55..32  peer     31..0  sequence number, slot or id
 //! ```
 
 use std::ffi::c_void;
-
-use crate::events::{self, Event};
-use crate::ffi;
-use crate::status::{Started, started};
 
 /// A part (put, get or message) of a send-queue op; index: its sequence
 /// number.
@@ -62,30 +58,6 @@ pub(crate) fn ep_error_token(arg: usize) -> u64 {
 
 pub(crate) fn user_data(token: u64) -> *mut c_void {
     token as usize as *mut c_void
-}
-
-/// Parameters of a send, put, get, flush or close whose completion
-/// callback reports `token`.
-pub(crate) fn send_param(token: u64) -> ffi::ucp_request_param_t {
-    let mut p = ffi::ucp_request_param_t {
-        op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK | ffi::UCP_OP_ATTR_FIELD_USER_DATA,
-        user_data: user_data(token),
-        ..Default::default()
-    };
-    p.cb.send = Some(events::send_done);
-    p
-}
-
-/// Records the outcome of an `*_nbx` call that completed or failed inside
-/// the call (no callback runs for those).
-pub(crate) fn record(token: u64, r: ffi::ucs_status_ptr_t) -> Started {
-    let s = started(r);
-    match s {
-        Started::Done => events::push(Event::new(token, ffi::UCS_OK)),
-        Started::Failed(st) => events::push(Event::new(token, st)),
-        Started::Pending(_) => {}
-    }
-    s
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::fmt;
 
 use ferrovia_sys as sys;
 
-use crate::cm::error::RejectReason;
+use crate::cm::reject_reason::RejectReason;
 
 /// The type of a connection manager event (`enum rdma_cm_event_type`).
 ///

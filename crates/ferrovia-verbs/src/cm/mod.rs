@@ -68,14 +68,16 @@ mod listener;
 mod outcome;
 mod params;
 mod qp_state;
+mod reject_reason;
 mod resources;
 
 pub use connector::{CmConnector, CmResolved, cm_connect};
-pub use error::{CmError, CmResult, RejectReason};
+pub use error::{CmError, CmResult};
 pub use event::{CmEvent, CmEventType};
 pub use link::{CmConnection, CmLink};
 pub use listener::{CmListener, CmListenerBuilder, CmRequest};
 pub use params::{
     ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX, CmParams, REJECT_PRIVATE_DATA_MAX,
 };
+pub use reject_reason::RejectReason;
 pub use resources::CmResources;

@@ -4,9 +4,10 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::cm::error::{CmError, CmResult, RejectReason};
+use crate::cm::error::{CmError, CmResult};
 use crate::cm::event::{CmEvent, CmEventType};
 use crate::cm::id::CmId;
+use crate::cm::reject_reason::RejectReason;
 
 /// Waits until `deadline` for `want` on `id`'s channel. Failure events
 /// become their errors; events that say nothing about the step in
