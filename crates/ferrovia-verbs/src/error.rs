@@ -112,3 +112,22 @@ pub(crate) fn null_error(verb: &'static str) -> VerbsError {
         errno: last_errno().unwrap_or(libc::EIO),
     }
 }
+
+/// The outcome of a post verb that returned `ret`: on failure, the error
+/// names the first request not posted (where the provider stopped, from
+/// `stopped`, else the list's first).
+pub(crate) fn posted(
+    verb: &'static str,
+    ret: i32,
+    first_wr_id: u64,
+    stopped: impl FnOnce() -> Option<u64>,
+) -> Result<()> {
+    if ret == 0 {
+        return Ok(());
+    }
+    Err(VerbsError::Post {
+        verb,
+        errno: ret,
+        bad_wr_id: stopped().unwrap_or(first_wr_id),
+    })
+}

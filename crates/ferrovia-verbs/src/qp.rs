@@ -7,7 +7,7 @@ use ferrovia_sys as sys;
 
 use crate::cq::{CompletionQueue, CqInner};
 use crate::endpoint::Endpoint;
-use crate::error::{Result, VerbsError, check, lib, loaded, null_error};
+use crate::error::{Result, check, lib, loaded, null_error, posted};
 use crate::gid::GidEntry;
 use crate::pd::{PdInner, ProtectionDomain};
 use crate::port::{LinkLayer, PortAttributes};
@@ -366,25 +366,6 @@ impl QueuePair {
             bad.as_ref().map(|b| b.wr_id)
         })
     }
-}
-
-/// The outcome of a post verb that returned `ret`: on failure, the error
-/// names the first request not posted (where the provider stopped, from
-/// `stopped`, else the list's first).
-pub(crate) fn posted(
-    verb: &'static str,
-    ret: i32,
-    first_wr_id: u64,
-    stopped: impl FnOnce() -> Option<u64>,
-) -> Result<()> {
-    if ret == 0 {
-        return Ok(());
-    }
-    Err(VerbsError::Post {
-        verb,
-        errno: ret,
-        bad_wr_id: stopped().unwrap_or(first_wr_id),
-    })
 }
 
 impl std::fmt::Debug for QueuePair {

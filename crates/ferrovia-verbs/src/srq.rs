@@ -116,7 +116,7 @@ impl SharedReceiveQueue {
         let ret = unsafe { sys::ibv_post_srq_recv(self.as_raw(), wr.as_raw(), &mut bad) };
         // SAFETY: only read on failure, when `bad` is NULL or points into
         // the caller's list, which `wr` still borrows.
-        crate::qp::posted("ibv_post_srq_recv", ret, wr.wr_id(), || unsafe {
+        crate::error::posted("ibv_post_srq_recv", ret, wr.wr_id(), || unsafe {
             bad.as_ref().map(|b| b.wr_id)
         })
     }
