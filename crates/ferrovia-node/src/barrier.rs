@@ -109,29 +109,25 @@ use std::time::Duration;
 use ferrovia_channel::PollingScope;
 
 use crate::error::BarrierError;
-use crate::node::Node;
 
 mod engine;
-mod node_fabric;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
 mod scenarios;
 mod schedule;
+mod scope_fabric;
 #[cfg(test)]
 mod sim;
-mod task;
 mod word;
 
-pub(crate) use engine::RankState;
-pub use task::BarrierTask;
-pub(crate) use word::RING;
+pub(crate) use engine::{Fabric, Landed, RankState, Run};
+pub(crate) use scope_fabric::Member;
 
-use engine::{Fabric, Run};
-use node_fabric::NodeFabric;
+use scope_fabric::ScopeFabric;
 
 /// How long a timed-out rank waits for answers to its query.
-const QUERY_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const QUERY_WAIT: Duration = Duration::from_millis(500);
 /// How ranks meet in a barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -173,16 +169,16 @@ pub(crate) fn validate(
 }
 
 /// Runs a barrier among `peers` (validated by the caller) on scope `s`.
-pub(crate) fn run(
-    s: &mut PollingScope<'_, '_, Node>,
+pub(crate) fn run<M: Member>(
+    s: &mut PollingScope<'_, '_, M>,
     peers: &[usize],
     me_at: usize,
     timeout: Duration,
 ) -> Result<(), BarrierError> {
-    let node: &Node = s.target();
-    let algorithm = node.algorithm();
-    let mut state = node.barrier_state().borrow_mut();
-    let mut fabric = NodeFabric::new(s);
+    let member: &M = s.target();
+    let algorithm = member.algorithm();
+    let mut state = member.barrier_state().borrow_mut();
+    let mut fabric = ScopeFabric::new(s);
     let mut run = Run::enter(
         &mut state,
         fabric.now(),

@@ -37,8 +37,10 @@ mod address;
 mod backend;
 mod backend_name;
 mod barrier;
+mod barrier_task;
 mod by_address;
 mod control;
+mod control_path;
 mod error;
 mod launcher;
 mod local_launch;
@@ -52,7 +54,8 @@ mod token;
 mod wire;
 
 pub use backend_name::{Backend, UnknownBackend};
-pub use barrier::{BarrierAlgorithm, BarrierTask};
+pub use barrier::BarrierAlgorithm;
+pub use barrier_task::BarrierTask;
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,

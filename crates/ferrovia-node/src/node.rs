@@ -18,9 +18,9 @@ use crate::backend::{self, Link, Opened, Renewer};
 use crate::backend_name::Backend;
 use crate::barrier::{self, BarrierAlgorithm, RankState};
 use crate::control::ControlPort;
+use crate::control_path::ControlPath;
 use crate::error::{BarrierError, BootstrapError, NodeError};
 use crate::launcher::{self, LaunchInfo, Launcher};
-use crate::reconnect::ControlPath;
 use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
 use crate::token::{self, TokenSource};
@@ -314,6 +314,24 @@ impl ScopeTarget for Node {
 
 impl MultiPeer for Node {}
 
+impl barrier::Member for Node {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn sync(&self) -> &SyncRegion {
+        &self.sync
+    }
+
+    fn barrier_state(&self) -> &RefCell<RankState> {
+        &self.barrier
+    }
+
+    fn algorithm(&self) -> BarrierAlgorithm {
+        self.algorithm
+    }
+}
+
 impl Node {
     /// A builder for rank `rank` of `world_size`, meeting at `rendezvous`.
     pub fn builder(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
@@ -386,19 +404,6 @@ impl Node {
         self.multi.registry()
     }
 
-    pub(crate) fn sync(&self) -> &SyncRegion {
-        &self.sync
-    }
-
-    /// Pair counts and query bookkeeping of the barrier.
-    pub(crate) fn barrier_state(&self) -> &RefCell<RankState> {
-        &self.barrier
-    }
-
-    pub(crate) fn algorithm(&self) -> BarrierAlgorithm {
-        self.algorithm
-    }
-
     /// Runs `f` with a [`PollingScope`] over every rank (see
     /// `Channel::scope`); [`NodeScope`] adds the barrier.
     pub fn scope<'env, F, T, E>(&'env mut self, f: F) -> Result<T, ScopeError<E>>
@@ -439,7 +444,7 @@ impl Node {
         let round = self.sync.gathers.get();
         self.sync.gathers.set(round + 1);
         self.scope(|s| {
-            let sync = s.target().sync();
+            let sync = &s.target().sync;
             let g = [Gather::of(&sync.dir_src)?];
             let mut writes = Vec::with_capacity(n);
             for p in 0..n {

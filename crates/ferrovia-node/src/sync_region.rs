@@ -45,8 +45,12 @@ use ferrovia_mr::{
 
 use ferrovia_channel::TransportError;
 
-use crate::barrier::RING;
 use crate::error::NodeError;
+
+/// Signal slots per sender at each receiver: a sender may be this many
+/// barriers (with that receiver) ahead before it overwrites a signal the
+/// receiver has yet to read. The barrier's ring; the region's layout.
+pub(crate) const RING: usize = 4;
 
 /// Bytes per directory entry: a length byte and a wire-form descriptor.
 pub(crate) const DIR_SLOT: usize = 32;

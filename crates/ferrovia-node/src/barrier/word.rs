@@ -13,11 +13,7 @@
 
 use super::BarrierAlgorithm;
 use crate::error::AbandonCause;
-
-/// Signal slots per sender at each receiver: a sender may be this many
-/// barriers (with that receiver) ahead before it overwrites a signal the
-/// receiver has yet to read.
-pub(crate) const RING: usize = 4;
+pub(crate) use crate::sync_region::RING;
 
 const COUNT_BITS: u32 = 40;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;

@@ -13,8 +13,7 @@ use ferrovia_channel::{
 };
 use ferrovia_types::WcStatus;
 
-use super::engine::{Fabric, Landed, Run};
-use super::{QUERY_WAIT, validate};
+use crate::barrier::{Fabric, Landed, Member, QUERY_WAIT, Run, validate};
 use crate::error::BarrierError;
 use crate::node::Node;
 

@@ -1,30 +1,46 @@
-//! The barrier's [`Fabric`] over a `Node`: RDMA writes from the source
-//! words of the sync region into peers' exposed regions, atomic loads of
-//! this rank's own.
+//! The barrier's [`Fabric`] over a polling scope of a rank (a [`Member`]:
+//! the node): RDMA writes from the source words of the sync region into
+//! peers' exposed regions, atomic loads of this rank's own.
 
 use std::time::{Duration, Instant};
 
 use ferrovia_channel::{
-    Gather, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork, TransportError,
-    WriteWorkRequest,
+    Gather, MultiPeer, PeerWriteWorkRequest, PollingScope, ScopeTarget, ScopedPendingWork,
+    TransportError, WriteWorkRequest,
 };
 
-use super::engine::{Fabric, Landed};
-use crate::node::Node;
+use std::cell::RefCell;
 
-/// One barrier's view of the node: the scope it posts on, its signal
+use super::BarrierAlgorithm;
+use super::engine::{Fabric, Landed, RankState};
+use crate::sync_region::SyncRegion;
+
+/// What a barrier needs of the rank it runs on: the node implements it,
+/// so the barrier names no node.
+pub(crate) trait Member: ScopeTarget + MultiPeer {
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// The exposed words the barrier's signals land in.
+    fn sync(&self) -> &SyncRegion;
+    /// Pair counts and query bookkeeping.
+    fn barrier_state(&self) -> &RefCell<RankState>;
+    /// How the ranks meet.
+    fn algorithm(&self) -> BarrierAlgorithm;
+}
+
+/// One barrier's view of the rank: the scope it posts on, its signal
 /// writes, and its best-effort ones (queries, answers, abandons), kept so
-/// a failed barrier can settle them (see [`NodeFabric::settle`]).
-pub(super) struct NodeFabric<'s, 'scope, 'env> {
-    s: &'s mut PollingScope<'scope, 'env, Node>,
+/// a failed barrier can settle them (see [`ScopeFabric::settle`]).
+pub(super) struct ScopeFabric<'s, 'scope, 'env, M: Member> {
+    s: &'s mut PollingScope<'scope, 'env, M>,
     writes: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
     best_effort: Vec<(usize, ScopedPendingWork<'scope, 'env>)>,
     origin: Instant,
 }
 
-impl<'s, 'scope, 'env> NodeFabric<'s, 'scope, 'env> {
-    pub(super) fn new(s: &'s mut PollingScope<'scope, 'env, Node>) -> Self {
-        NodeFabric {
+impl<'s, 'scope, 'env, M: Member> ScopeFabric<'s, 'scope, 'env, M> {
+    pub(super) fn new(s: &'s mut PollingScope<'scope, 'env, M>) -> Self {
+        ScopeFabric {
             s,
             writes: Vec::new(),
             best_effort: Vec::new(),
@@ -87,7 +103,7 @@ impl<'s, 'scope, 'env> NodeFabric<'s, 'scope, 'env> {
         src_at: usize,
         dst_at: u64,
     ) -> Result<ScopedPendingWork<'scope, 'env>, TransportError> {
-        let node: &'env Node = self.s.target();
+        let node: &'env M = self.s.target();
         let sync = node.sync();
         let g = [Gather::range(&sync.src, src_at..src_at + 8)?];
         let dst = sync
@@ -104,12 +120,12 @@ impl<'s, 'scope, 'env> NodeFabric<'s, 'scope, 'env> {
         ))
     }
 
-    fn node(&self) -> &'env Node {
+    fn node(&self) -> &'env M {
         self.s.target()
     }
 }
 
-impl Fabric for NodeFabric<'_, '_, '_> {
+impl<M: Member> Fabric for ScopeFabric<'_, '_, '_, M> {
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }

@@ -1,0 +1,137 @@
+//! The control path of a node: the job token, every rank's control port
+//! and this rank's, and each connection's generation. Reconnects
+//! (`reconnect`) and rails agree with a peer over it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ferrovia_channel::TransportError;
+
+use crate::control::{ControlPort, Handshake};
+use crate::error::{BootstrapError, NodeError};
+
+/// What a node keeps to agree with a peer on a new connection, and to
+/// trade a rail's links: the token, every rank's control port, this
+/// rank's, and the generations.
+pub(crate) struct ControlPath {
+    /// The job token, which a reconnecting peer shows.
+    pub(crate) token: String,
+    pub(crate) port: ControlPort,
+    /// Every rank's control port.
+    pub(crate) controls: Vec<SocketAddr>,
+    /// Per link, per peer: the connection's generation, how many
+    /// reconnects of it succeeded (a reconnect names the one it
+    /// replaces). A link absent here has never been reconnected.
+    generations: BTreeMap<u32, Vec<u32>>,
+}
+
+impl ControlPath {
+    pub(crate) fn new(token: String, port: ControlPort, controls: Vec<SocketAddr>) -> ControlPath {
+        ControlPath {
+            token,
+            port,
+            controls,
+            generations: BTreeMap::new(),
+        }
+    }
+
+    fn ranks(&self) -> usize {
+        self.controls.len()
+    }
+
+    /// The generation of `link` with `peer` (`None` for a peer out of
+    /// range).
+    pub(crate) fn generation(&self, link: u32, peer: usize) -> Option<u32> {
+        (peer < self.ranks()).then(|| {
+            self.generations
+                .get(&link)
+                .map_or(0, |g| g.get(peer).copied().unwrap_or(0))
+        })
+    }
+
+    /// A new connection on `link` (a rail opened again): generation 0 with
+    /// every peer.
+    pub(crate) fn restart(&mut self, link: u32) {
+        self.generations.remove(&link);
+    }
+
+    fn generations(&mut self, link: u32) -> &mut Vec<u32> {
+        let n = self.ranks();
+        self.generations.entry(link).or_insert_with(|| vec![0; n])
+    }
+
+    /// Replaces `link`'s connection with `peer` (see
+    /// [`Node::reconnect_with`]): `renew` this side, trade the bytes with
+    /// the peer's renewed side, `connect`. `state` is what both closures
+    /// change, so each may borrow it mutably in turn.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn agree<S>(
+        &mut self,
+        me: usize,
+        link: u32,
+        peer: usize,
+        timeout: Duration,
+        state: &mut S,
+        renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
+        connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let r = self.try_agree(me, link, peer, deadline, state, renew, connect);
+        r.map_err(|e| NodeError::Reconnect {
+            peer,
+            link,
+            after: started.elapsed(),
+            source: Box::new(e),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn try_agree<S>(
+        &mut self,
+        me: usize,
+        link: u32,
+        peer: usize,
+        deadline: Instant,
+        state: &mut S,
+        renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
+        connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
+        let count = self.ranks();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count }.into());
+        }
+        let generation = self.generations(link)[peer];
+        let mine = renew(state)?;
+        let connect = |theirs: Vec<u8>| connect(state, theirs);
+        if peer == me {
+            connect(mine)?; // loopback: our own other side
+            self.generations(link)[peer] = generation.wrapping_add(1);
+            return Ok(());
+        }
+        let h = Handshake {
+            token: &self.token,
+            me,
+            peer,
+            deadline,
+            link,
+            generation,
+        };
+        let r = if me < peer {
+            h.dial(self.controls[peer], mine, connect)
+        } else {
+            h.answer(&self.port, mine, connect)
+        };
+        match &r {
+            Ok(()) => self.generations(link)[peer] = generation.wrapping_add(1),
+            Err(NodeError::Bootstrap(BootstrapError::ReconnectMismatch { theirs, .. })) => {
+                // Both sides count the larger one from now on, so their
+                // next calls meet.
+                self.generations(link)[peer] = generation.max(*theirs);
+            }
+            Err(_) => {}
+        }
+        r
+    }
+}
