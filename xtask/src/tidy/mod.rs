@@ -5,6 +5,7 @@
 //! over text, with a unit test that feeds it a made-up tree and shows it
 //! catches a violation; the tests here run it on the real workspace.
 
+mod code_map;
 mod files;
 mod unsafe_code;
 
@@ -116,4 +117,27 @@ fn every_crate_keeps_the_workspace_lints() {
         .map(|p| (p.name.to_string(), read(p.manifest_path.as_std_path())))
         .collect();
     report(&files::lint_gaps(&read(&root.join("Cargo.toml")), &members));
+}
+
+#[test]
+fn the_architecture_names_the_crates_that_exist() {
+    let doc = read(&workspace::root().join("docs/ARCHITECTURE.md"));
+    let metadata = metadata();
+    let packages: Vec<String> = metadata
+        .workspace_packages()
+        .iter()
+        .map(|p| p.name.to_string())
+        // The benchmarks are the top-level benches/, not a layer.
+        .filter(|n| n != "ferrovia-benches")
+        .collect();
+    report(&code_map::stack_gaps(&code_map::stack(&doc), &packages));
+    let mut known = packages;
+    for package in metadata.workspace_packages() {
+        for target in &package.targets {
+            if target.kind.contains(&TargetKind::Bin) {
+                known.push(target.name.clone());
+            }
+        }
+    }
+    report(&code_map::unknown_names(&doc, &known));
 }
