@@ -128,6 +128,7 @@ mod options;
 mod registrar;
 mod registration;
 mod registry;
+mod registry_state;
 mod remote;
 mod remote_typed;
 mod segment;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ferrovia_types::AccessFlags;
 
 use crate::error::{MrError, checked_end};
-use crate::registry::RegistryInner;
+use crate::registry_state::RegistryInner;
 use crate::remote::RemoteMemoryRegion;
 use crate::segment::Segment;
 use crate::view::MemoryRegionView;

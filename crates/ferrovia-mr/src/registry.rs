@@ -14,6 +14,7 @@ use crate::error::{IntoLocalError, MrError, checked_end};
 use crate::options::{Addressing, RegisterOptions};
 use crate::registrar::Registrar;
 use crate::registration::Registration;
+use crate::registry_state::{Entry, RegistryInner};
 use crate::segment::{OwnedMemory, Segment};
 use crate::stats::{Counters, RegistryStats};
 use crate::table::Table;
@@ -44,41 +45,6 @@ use crate::view::MemoryRegionView;
 #[derive(Clone)]
 pub struct MrRegistry {
     pub(crate) inner: Arc<RegistryInner>,
-}
-
-pub(crate) struct RegistryInner {
-    registrar: Box<dyn Registrar>,
-    /// Live registrations by address range (a B+ tree that answers
-    /// interval queries, see `table`).
-    table: RwLock<Table<Entry>>,
-    next_id: AtomicUsize,
-    pub(crate) counters: Counters,
-}
-
-/// What a lookup needs, stored in the table itself so a hit touches no
-/// segment behind a pointer.
-struct Entry {
-    rdma_base: u64,
-    lkey: u32,
-    rkey: u32,
-    access: AccessFlags,
-    seg: Arc<Segment>,
-}
-
-impl Entry {
-    /// The view of `len` bytes at `addr` of this entry's registration,
-    /// which starts at `start` and covers them.
-    fn view(&self, start: usize, id: usize, addr: usize, len: usize) -> MemoryRegionView {
-        MemoryRegionView {
-            id,
-            virtual_addr: addr,
-            rdma_addr: (self.rdma_base as usize).wrapping_add(addr - start),
-            size: len,
-            lkey: self.lkey,
-            rkey: self.rkey,
-            access: self.access,
-        }
-    }
 }
 
 impl MrRegistry {
@@ -377,38 +343,6 @@ impl MrRegistry {
     /// The counters.
     pub fn stats(&self) -> RegistryStats {
         self.inner.counters.snapshot()
-    }
-}
-
-impl RegistryInner {
-    /// Removes `seg` from the table if the caller's handle is its only
-    /// one (the table holds the other `Arc`); clones are only made from a
-    /// live handle or under this lock, so none can appear meanwhile.
-    fn detach_unique(&self, seg: &Arc<Segment>) -> Result<(), MrError> {
-        let mut table = self.table.write();
-        let handles = Arc::strong_count(seg) - 1;
-        if handles != 1 {
-            return Err(MrError::StillShared { handles });
-        }
-        // The table's `Arc`; the caller's keeps the segment alive.
-        drop(table.remove(seg.addr, seg.id));
-        self.counters.live.fetch_sub(1, Relaxed);
-        self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
-        Ok(())
-    }
-
-    /// Called when a handle drops: deregisters if it was the last one.
-    pub(crate) fn release(&self, seg: &Arc<Segment>) {
-        let mut table = self.table.write();
-        // Handles and the table hold the only Arcs; clones are made from a
-        // live handle or under this lock, so 2 means "the table and me".
-        if Arc::strong_count(seg) == 2 {
-            // The table's `Arc`; the caller's keeps the segment (and its
-            // keys) alive until after the lock is released.
-            drop(table.remove(seg.addr, seg.id));
-            self.counters.live.fetch_sub(1, Relaxed);
-            self.counters.bytes.fetch_sub(seg.len as u64, Relaxed);
-        }
     }
 }
 
