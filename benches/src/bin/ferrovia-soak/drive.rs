@@ -40,6 +40,10 @@ struct Seen {
     out: Vec<String>,
     err: String,
     samples: Vec<(Duration, Cost)>,
+    /// Its open files by kind, a minute in and at the latest look (every
+    /// 10 s), printed for a rank whose files grew.
+    kinds_first: BTreeMap<String, u64>,
+    kinds_last: BTreeMap<String, u64>,
 }
 
 fn token() -> String {
@@ -185,7 +189,15 @@ pub(crate) fn run(plan: Plan) -> ExitCode {
             if status[r].is_none()
                 && let Some(cost) = Cost::of(s.pid)
             {
-                s.samples.push((started.elapsed(), cost));
+                let at = started.elapsed();
+                s.samples.push((at, cost));
+                if s.samples.len().is_multiple_of(10) {
+                    let kinds = procfs::fd_kinds(s.pid);
+                    if s.kinds_first.is_empty() && at >= kinds_at(plan.seconds) {
+                        s.kinds_first = kinds.clone();
+                    }
+                    s.kinds_last = kinds;
+                }
             }
         }
         if status.iter().all(Option::is_some) {
@@ -260,7 +272,7 @@ fn num(s: &Seen, key: &str) -> u64 {
 /// single samples flagged a 30 min run whose fds went 26 -> 33 on one rank
 /// over 3,000 reconnects and 15,000 clients.)
 fn ends(samples: &[(Duration, Cost)], seconds: u64) -> Option<(Cost, Cost)> {
-    let at = Duration::from_secs(60.min((seconds / 5).max(5)));
+    let at = kinds_at(seconds);
     let end = samples.last()?.0;
     let first = floor(
         samples
@@ -276,6 +288,12 @@ fn ends(samples: &[(Duration, Cost)], seconds: u64) -> Option<(Cost, Cost)> {
             .map(|(_, c)| *c),
     )?;
     Some((first, last))
+}
+
+/// When the first minute's floor starts (a fifth of a shorter run, at
+/// least 5 s in).
+fn kinds_at(seconds: u64) -> Duration {
+    Duration::from_secs(60.min((seconds / 5).max(5)))
 }
 
 fn floor(costs: impl Iterator<Item = Cost>) -> Option<Cost> {
@@ -348,6 +366,19 @@ fn report(
             first.rss_kib,
             last.rss_kib
         );
+        if last.fds > first.fds {
+            let show = |k: &BTreeMap<String, u64>| {
+                k.iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            println!(
+                "      rank {r}'s files, a minute in: {}; at the end: {}",
+                show(&s.kinds_first),
+                show(&s.kinds_last)
+            );
+        }
     }
     let garbage: Vec<String> = garbage::KINDS
         .iter()
