@@ -9,8 +9,7 @@ use ferrovia_types::WcStatus;
 
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
-use crate::op::{Completion, SendOp};
-use crate::post::{CHUNK, EMPTY_OP};
+use crate::op::{CHUNK, Completion, EMPTY_OP, SendOp};
 use crate::slots::{ANY_PEER, Landing, Look, Slots, wr_id};
 use crate::transport::Transport;
 

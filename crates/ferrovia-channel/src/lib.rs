@@ -77,6 +77,7 @@ mod error;
 mod multi;
 mod op;
 mod owned;
+mod owned_buf;
 mod owned_list;
 mod owned_shutdown;
 mod owned_slots;
@@ -104,7 +105,8 @@ pub use element::{Gather, Scatter};
 pub use error::{DrainError, ScopeError, TransportError, TransportResult};
 pub use multi::{MultiChannel, MultiPeer};
 pub use op::{Completion, OpKind, RecvOp, SendOp};
-pub use owned::{OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned};
+pub use owned::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
+pub use owned_buf::{OwnedBuf, Returned};
 pub use owned_shutdown::Flushed;
 pub use pieces::{Lease, PieceError, PieceState, PieceTicket, Pieces};
 #[cfg(feature = "verbs")]

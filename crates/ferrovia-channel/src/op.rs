@@ -114,3 +114,21 @@ impl Default for Completion {
         }
     }
 }
+
+/// Requests one doorbell carries at most.
+pub(crate) const CHUNK: usize = 16;
+
+/// A send op that does nothing, to fill arrays of ops.
+pub(crate) const EMPTY_OP: SendOp = SendOp {
+    wr_id: 0,
+    kind: OpKind::Send,
+    sges: [Sge::new(0, 0, 0); MAX_ELEMENTS],
+    num_sge: 0,
+    remote_addr: 0,
+    rkey: 0,
+    compare_add: 0,
+    swap: 0,
+    imm: None,
+    signaled: true,
+    inline: false,
+};

@@ -10,9 +10,8 @@ use ferrovia_types::Sge;
 use crate::core::ChannelCore;
 use crate::element::Gather;
 use crate::error::TransportError;
-use crate::op::SendOp;
+use crate::op::{CHUNK, EMPTY_OP, SendOp};
 use crate::owned::{OwnedKind, OwnedOp, OwnedTicket, Refused};
-use crate::post::{CHUNK, EMPTY_OP};
 use crate::slots::{Queue, wr_id};
 
 /// A chunk being built: its ops, and where their results sit in the

@@ -10,7 +10,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use crate::op::Completion;
-use crate::owned::{OwnedBuf, Returned};
+use crate::owned_buf::{OwnedBuf, Returned};
 use crate::pieces::Lease;
 
 #[derive(Default)]

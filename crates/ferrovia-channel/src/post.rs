@@ -9,12 +9,9 @@ use ferrovia_types::Sge;
 use crate::core::{ChannelCore, EngineState, Ticket};
 use crate::element::Gather;
 use crate::error::{TransportError, TransportResult};
-use crate::op::{OpKind, RecvOp, SendOp};
+use crate::op::{CHUNK, EMPTY_OP, OpKind, RecvOp, SendOp};
 use crate::request::{MAX_ELEMENTS, Scatters, SendWorkRequest, WriteWorkRequest};
 use crate::slots::{Queue, RawBuf, wr_id};
-
-/// Requests one doorbell carries at most.
-pub(crate) const CHUNK: usize = 16;
 
 /// What a send-queue request does, before it has a wr_id.
 pub(crate) struct SendSpec<'a, 'env> {
@@ -54,20 +51,6 @@ impl<'env> AsSpec<'env> for WriteWorkRequest<'_, 'env> {
         }
     }
 }
-
-pub(crate) const EMPTY_OP: SendOp = SendOp {
-    wr_id: 0,
-    kind: OpKind::Send,
-    sges: [Sge::new(0, 0, 0); MAX_ELEMENTS],
-    num_sge: 0,
-    remote_addr: 0,
-    rkey: 0,
-    compare_add: 0,
-    swap: 0,
-    imm: None,
-    signaled: true,
-    inline: false,
-};
 
 impl EngineState {
     /// Whether `peer`'s `queue` has room for `n` more requests and `n`

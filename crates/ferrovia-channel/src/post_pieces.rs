@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use crate::core::ChannelCore;
 use crate::error::{TransportError, TransportResult};
+use crate::op::CHUNK;
 use crate::op::{OpKind, SendOp};
 use crate::pieces::{Lease, PieceError, PieceOp, PieceState, PieceTicket, Pieces};
-use crate::post::CHUNK;
 use crate::scope::{PollingScope, ScopeTarget};
 use crate::slots::{Queue, error_of, wr_id};
 

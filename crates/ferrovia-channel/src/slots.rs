@@ -246,7 +246,7 @@ impl Slots {
         &mut self,
         index: u32,
         epoch: u32,
-    ) -> Option<(Completion, Option<crate::owned::OwnedBuf>)> {
+    ) -> Option<(Completion, Option<crate::owned_buf::OwnedBuf>)> {
         if self.state(index, epoch) != Some(State::Done) {
             return None;
         }
