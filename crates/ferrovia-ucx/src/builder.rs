@@ -8,7 +8,6 @@ use crate::context::UcxContext;
 use crate::engine::{self, Shared};
 use crate::error::UcxError;
 use crate::keys::KeyDirectory;
-use crate::revoke::Driver;
 use crate::transport::UcxTransport;
 
 /// How long dropping a registration waits, by default, for the peers that
@@ -112,10 +111,7 @@ impl UcxTransportBuilder {
             .unwrap_or_else(|| !shared_memory_only(std::env::var("UCX_TLS").ok().as_deref()));
         let (thread, engine, address) =
             engine::spawn(context, dir.clone(), shared.clone(), detect)?;
-        dir.set_driver(Driver {
-            shared: Arc::downgrade(&shared),
-            engine: Arc::downgrade(&engine),
-        });
+        dir.set_driver(Box::new(engine::EngineDriver::new(&shared, &engine)));
         Ok(UcxTransport {
             shared,
             engine,

@@ -49,6 +49,7 @@ use crate::status::{vendor_err, wc_status};
 use crate::tag::{self, Receives};
 
 mod control_plane;
+mod driver;
 mod endpoints;
 mod generation;
 mod link;
@@ -57,7 +58,8 @@ mod request;
 mod send;
 pub(crate) mod token;
 
-pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, turn_inline, with_engine};
+pub(crate) use driver::EngineDriver;
+pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, with_engine};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,

@@ -67,7 +67,7 @@ pub(crate) struct KeyDirectory {
     pub(crate) revocation_timeout: Duration,
     /// The transport's engine, once started: what a deregistration hands
     /// its revocation to.
-    driver: OnceLock<Driver>,
+    driver: OnceLock<Box<dyn Driver>>,
 }
 
 struct Entry {
@@ -120,7 +120,7 @@ impl KeyDirectory {
     }
 
     /// Connects deregistration to the transport's engine (once).
-    pub(crate) fn set_driver(&self, driver: Driver) {
+    pub(crate) fn set_driver(&self, driver: Box<dyn Driver>) {
         let _ = self.driver.set(driver);
     }
 
@@ -296,7 +296,12 @@ impl Drop for UcxKeys {
         let fetched = self.dir.remove(self.key);
         if !fetched.is_empty() {
             let timeout = self.dir.revocation_timeout;
-            revoke::revoke(self.dir.driver.get(), self.key, fetched, timeout);
+            revoke::revoke(
+                self.dir.driver.get().map(|d| &**d),
+                self.key,
+                fetched,
+                timeout,
+            );
         }
         if let Memh::Own(memh) = self.memh {
             // SAFETY: mapped once by `register`, unmapped once here, after

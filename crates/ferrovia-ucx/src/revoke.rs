@@ -23,13 +23,10 @@
 //! drop runs inside a turn or on the progress thread; if one ever did, it
 //! would wait at most the bound plus [`GIVE_UP_AFTER`], not forever.
 
-use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-
-use crate::engine::{self, Cmd, Engine, Shared};
 
 /// How long the dropping thread turns the engine itself before it sleeps
 /// (a revocation round trip on an idle host is well under this).
@@ -40,11 +37,26 @@ const SLICE: Duration = Duration::from_millis(10);
 /// or wedged) before it unmaps anyway and says so.
 pub(crate) const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
 
-/// What a deregistration needs of the transport: its engine, weakly (the
-/// engine owns the key directory that holds this).
-pub(crate) struct Driver {
-    pub(crate) shared: Weak<Shared>,
-    pub(crate) engine: Weak<Mutex<Engine>>,
+/// How a deregistration reaches the transport's engine: weakly (the
+/// engine owns the key directory that holds this), so `None` once the
+/// transport is gone. The engine implements it (`engine::driver`), so
+/// revocation names no engine.
+pub(crate) trait Driver: Send + Sync {
+    /// The engine, held for one revocation.
+    fn upgrade(&self) -> Option<Box<dyn Turn>>;
+}
+
+/// What one revocation does with the engine.
+pub(crate) trait Turn {
+    /// Hands `r` to whoever turns the engine next.
+    fn submit(&self, r: Arc<Revocation>);
+    /// Whether the progress thread still runs.
+    fn alive(&self) -> bool;
+    /// Turns the engine on this thread if nobody else does; whether it
+    /// did.
+    fn turn_inline(&self) -> bool;
+    /// Wakes the progress thread.
+    fn wake(&self);
 }
 
 /// One key's revocation: the peers yet to answer.
@@ -106,23 +118,27 @@ impl Revocation {
 
 /// Revokes `key`, which `fetched` fetched, already removed from the
 /// directory; returns once none of their accesses can reach its memory.
-pub(crate) fn revoke(driver: Option<&Driver>, key: u32, fetched: Vec<usize>, timeout: Duration) {
-    let handles = driver.and_then(|d| Some((d.shared.upgrade()?, d.engine.upgrade()?)));
-    let Some((shared, engine)) = handles else {
+pub(crate) fn revoke(
+    driver: Option<&dyn Driver>,
+    key: u32,
+    fetched: Vec<usize>,
+    timeout: Duration,
+) {
+    let Some(engine) = driver.and_then(Driver::upgrade) else {
         // The transport is gone: its endpoints are closed and it said
         // goodbye after revoking every key peers had fetched.
         return;
     };
     let start = Instant::now();
     let r = Arc::new(Revocation::new(key, fetched, timeout));
-    shared.send(Cmd::Revoke(r.clone()));
+    engine.submit(r.clone());
     let give_up = r.deadline + GIVE_UP_AFTER;
     let mut woke_at_deadline = false;
     loop {
         if r.is_settled() {
             return;
         }
-        if !shared.alive.load(SeqCst) {
+        if !engine.alive() {
             log::error!(
                 "ucx: the progress thread stopped before peers acknowledged the revocation of key {key}; unmapping it"
             );
@@ -140,14 +156,14 @@ pub(crate) fn revoke(driver: Option<&Driver>, key: u32, fetched: Vec<usize>, tim
         if now < start + SPIN {
             // The fast path: the acknowledgement comes back while this
             // thread turns the engine itself.
-            let _ = engine::turn_inline(&engine, &shared);
+            let _ = engine.turn_inline();
             continue;
         }
         if now >= r.deadline && !woke_at_deadline {
             // The engine closes the silent peers on its next turn.
             woke_at_deadline = true;
-            if !engine::turn_inline(&engine, &shared) {
-                shared.wake(true);
+            if !engine.turn_inline() {
+                engine.wake();
             }
         }
         r.wait((now + SLICE).min(give_up));
