@@ -155,6 +155,20 @@ fn one_message(from: &mut MultiChannel, to: &mut MultiChannel, seed: u8) {
     .unwrap();
 }
 
+/// Two verbs transports in `pd` connected by their public endpoints, each
+/// under `MultiChannel::over` (as a node's rails are).
+fn transport_pair(pd: &ferrovia_verbs::ProtectionDomain) -> (MultiChannel, MultiChannel) {
+    let mut cfg = ChannelConfig::default();
+    cfg.drain_deadline = DRAIN;
+    let ta = VerbsTransport::new(pd, 1, &cfg).unwrap();
+    let tb = VerbsTransport::new(pd, 1, &cfg).unwrap();
+    ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
+    tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
+    let a = MultiChannel::over(Arc::new(ta), MrRegistry::new(pd), cfg.clone());
+    let b = MultiChannel::over(Arc::new(tb), MrRegistry::new(pd), cfg);
+    (a, b)
+}
+
 /// Two verbs transports connected by their public endpoints, each under
 /// `MultiChannel::over` (as a node's rails are): a flushed connection is
 /// renewed and reconnected through `Transport::renew` / `reconnect`, the
@@ -163,17 +177,7 @@ fn one_message(from: &mut MultiChannel, to: &mut MultiChannel, seed: u8) {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_verbs_transport_reconnects_through_the_transport_seam() {
     let pd = common::pd();
-    let cfg = {
-        let mut cfg = ChannelConfig::default();
-        cfg.drain_deadline = DRAIN;
-        cfg
-    };
-    let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
-    let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();
-    ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
-    tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
-    let mut a = MultiChannel::over(Arc::new(ta), MrRegistry::new(&pd), cfg.clone());
-    let mut b = MultiChannel::over(Arc::new(tb), MrRegistry::new(&pd), cfg);
+    let (mut a, mut b) = transport_pair(&pd);
     one_message(&mut a, &mut b, 1);
 
     // A receive nobody fills, past the drain deadline: a's side flushed.
@@ -235,17 +239,7 @@ fn device_qps(device: &str) -> u64 {
 fn renewing_a_connection_many_times_frees_the_replaced_queue_pairs() {
     let pd = common::pd();
     let device = pd.context().name().to_owned();
-    let cfg = {
-        let mut cfg = ChannelConfig::default();
-        cfg.drain_deadline = DRAIN;
-        cfg
-    };
-    let ta = VerbsTransport::new(&pd, 1, &cfg).unwrap();
-    let tb = VerbsTransport::new(&pd, 1, &cfg).unwrap();
-    ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
-    tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
-    let mut a = MultiChannel::over(Arc::new(ta), MrRegistry::new(&pd), cfg.clone());
-    let mut b = MultiChannel::over(Arc::new(tb), MrRegistry::new(&pd), cfg);
+    let (mut a, mut b) = transport_pair(&pd);
     one_message(&mut a, &mut b, 1);
     let before = device_qps(&device);
     for _ in 0..200 {
