@@ -296,10 +296,28 @@ fn kinds_at(seconds: u64) -> Duration {
     Duration::from_secs(60.min((seconds / 5).max(5)))
 }
 
+/// Whether a rank's resources stayed flat from `first` to `last` (floors),
+/// in a job of `ranks`. Files other than TCP connections may grow by
+/// [`MORE_FDS`]; TCP connections up to what a job of that size holds at
+/// most: UCX's tcp transport keeps one or two connections per peer (one
+/// per direction, depending on which side's endpoint connected first
+/// after each reconnect) and a pair for this rank's own endpoint, so a
+/// 30 min run's floor drifts from one toward two per peer (25 -> 30 files
+/// on one of 8 ranks) and stops there; more than that is a leak.
+fn flat(first: Cost, last: Cost, ranks: usize) -> bool {
+    let most_tcp = (2 * ranks as u64).max(first.tcp + MORE_FDS);
+    last.threads <= first.threads + MORE_THREADS
+        && last.other_files <= first.other_files + MORE_FDS
+        && last.tcp <= most_tcp
+        && last.rss_kib <= first.rss_kib + MORE_RSS_KIB
+}
+
 fn floor(costs: impl Iterator<Item = Cost>) -> Option<Cost> {
     costs.reduce(|a, b| Cost {
         threads: a.threads.min(b.threads),
         fds: a.fds.min(b.fds),
+        tcp: a.tcp.min(b.tcp),
+        other_files: a.other_files.min(b.other_files),
         rss_kib: a.rss_kib.min(b.rss_kib),
     })
 }
@@ -344,14 +362,12 @@ fn report(
         dropped += num(&s, "async_dropped");
         barriers += num(&s, "barriers");
         let (first, last) = ends(&s.samples, plan.seconds).unwrap_or_default();
-        let flat = last.threads <= first.threads + MORE_THREADS
-            && last.fds <= first.fds + MORE_FDS
-            && last.rss_kib <= first.rss_kib + MORE_RSS_KIB;
+        let flat = flat(first, last, plan.ranks);
         if !flat {
             ok = false;
         }
         println!(
-            "{r:>4}  {:<5}  {:>6}  {:>8}  {:>10}  {:>4} -> {:<4}{}            {:>3} -> {:<3}   {:>6} -> {:<6}",
+            "{r:>4}  {:<5}  {:>6}  {:>8}  {:>10}  {:>4} -> {:<4}{}            {:>3} -> {:<3} (tcp {} -> {})   {:>6} -> {:<6}",
             status[r]
                 .and_then(|st| st.code())
                 .map_or("-".into(), |c| c.to_string()),
@@ -363,6 +379,8 @@ fn report(
             if flat { "" } else { " GREW" },
             first.fds,
             last.fds,
+            first.tcp,
+            last.tcp,
             first.rss_kib,
             last.rss_kib
         );
@@ -399,5 +417,32 @@ fn report(
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(tcp: u64, other_files: u64) -> Cost {
+        Cost {
+            threads: 3,
+            fds: tcp + other_files,
+            tcp,
+            other_files,
+            rss_kib: 10_000,
+        }
+    }
+
+    #[test]
+    fn connections_may_grow_to_two_per_peer_and_other_files_may_not() {
+        // 8 ranks: one connection per peer at first, two per peer later.
+        assert!(flat(cost(9, 16), cost(14, 16), 8));
+        assert!(flat(cost(9, 16), cost(16, 17), 8));
+        assert!(!flat(cost(9, 16), cost(17, 16), 8), "more than UCX holds");
+        assert!(!flat(cost(9, 16), cost(9, 21), 8), "a file leak");
+        let mut fat = cost(9, 16);
+        fat.rss_kib += MORE_RSS_KIB + 1;
+        assert!(!flat(cost(9, 16), fat, 8));
     }
 }

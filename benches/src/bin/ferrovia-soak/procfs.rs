@@ -9,6 +9,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub(crate) struct Cost {
     pub(crate) threads: u64,
     pub(crate) fds: u64,
+    /// Of `fds`, the TCP connections (sockets in any state but listen).
+    pub(crate) tcp: u64,
+    /// `fds` less `tcp`, in the same sample.
+    pub(crate) other_files: u64,
     pub(crate) rss_kib: u64,
 }
 
@@ -25,9 +29,12 @@ impl Cost {
                 .unwrap_or(0)
         };
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64;
+        let tcp = connections(pid);
         Some(Cost {
             threads: field("Threads:"),
             fds,
+            tcp,
+            other_files: fds.saturating_sub(tcp),
             rss_kib: field("VmRSS:"),
         })
     }
@@ -66,6 +73,26 @@ fn parse_addr(hex: &str) -> Option<SocketAddr> {
         _ => return None,
     };
     Some(SocketAddr::new(ip, port))
+}
+
+/// How many TCP connections (sockets in any state but listen) process
+/// `pid` holds.
+fn connections(pid: u32) -> u64 {
+    let mine = socket_inodes(pid);
+    let mut n = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() >= 10
+                && f[3] != "0A"
+                && f[9].parse::<u64>().is_ok_and(|inode| mine.contains(&inode))
+            {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// Every TCP address process `pid` listens on.
