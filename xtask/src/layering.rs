@@ -12,6 +12,7 @@ pub(crate) const LAYERS: &[&str] = &[
     "ferrovia-verbs",
     "ferrovia-mr",
     "ferrovia-channel",
+    "ferrovia-verbs-transport",
     "ferrovia-ucx",
     "ferrovia-node",
     "ferrovia-async",

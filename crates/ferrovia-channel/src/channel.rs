@@ -5,12 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion};
-#[cfg(feature = "verbs")]
-use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
 use crate::atomic::AtomicWorkRequest;
-#[cfg(feature = "verbs")]
-use crate::builder::ChannelBuilder;
 use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
 use crate::element::{Gather, Scatter};
@@ -22,35 +18,12 @@ use crate::transport::Transport;
 
 /// One reliable connection to one peer, with scoped posting.
 ///
-/// Built on verbs with [`Channel::builder`] (an RC queue pair, connected
-/// by exchanging [`Endpoint`](ferrovia_verbs::Endpoint)s out of band),
-/// over any connected one-peer [`Transport`] with [`Channel::over`], or by
-/// address (a listener and `connect`, in `ferrovia-node`). The scoped API
-/// is the same whatever the transport; only the verbs methods
-/// (`endpoint`, `connect`, `renew`, `reconnect`) need verbs.
-#[cfg_attr(
-    feature = "verbs",
-    doc = r#"
-```no_run
-use ferrovia_channel::{Channel, Gather, SendWorkRequest};
-use ferrovia_mr::RegisterOptions;
-
-# fn main() -> Result<(), Box<dyn std::error::Error>> {
-let mut ch = Channel::builder().build()?;
-# let peer_endpoint = ch.endpoint()?;
-ch.connect(&peer_endpoint)?; // exchanged out of band
-let msg = ch.registry().register_buffer(b"hello".to_vec(), RegisterOptions::local())?;
-ch.scope(|s| {
-    let g = [Gather::of(&msg)?];
-    let sent = s.post_send(SendWorkRequest::new(&g)?)?;
-    sent.wait(std::time::Duration::from_secs(5))?;
-    Ok::<_, ferrovia_channel::TransportError>(())
-})?;
-# Ok(())
-# }
-```
-"#
-)]
+/// Built by a backend: on verbs by `VerbsBuilder::build` in
+/// `ferrovia-verbs-transport` (an RC queue pair, connected by exchanging
+/// endpoints out of band, its `VerbsChannel` methods), over any connected
+/// one-peer [`Transport`] with [`Channel::over`], or by address (a
+/// listener and `connect`, in `ferrovia-node`). The scoped API is the same
+/// whatever the transport.
 pub struct Channel {
     /// A channel is a multi-channel of one peer with a single-peer API.
     multi: MultiChannel,
@@ -130,47 +103,11 @@ impl Channel {
     pub fn as_multi(&self) -> &MultiChannel {
         &self.multi
     }
-}
 
-#[cfg(feature = "verbs")]
-impl Channel {
-    /// A builder with defaults suited to most fabrics (verbs).
-    pub fn builder() -> ChannelBuilder {
-        ChannelBuilder::default()
-    }
-
-    /// What the peer needs to connect to this channel (verbs only).
-    pub fn endpoint(&self) -> TransportResult<Endpoint> {
-        self.multi.endpoint(0)
-    }
-
-    /// Connects to the peer's endpoint (INIT → RTR → RTS; verbs only).
-    pub fn connect(&mut self, remote: &Endpoint) -> TransportResult<()> {
-        self.multi.connect(0, remote)
-    }
-
-    /// Replaces the connection (after a flush or an error completion left
-    /// it in the error state) with a fresh queue pair: `exchange` gets its
-    /// endpoint, must hand it to the peer (which renews its side too) and
-    /// return the peer's new endpoint (see [`MultiChannel::reconnect`]).
-    /// Verbs only.
-    pub fn reconnect<E: From<TransportError>>(
-        &mut self,
-        exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
-    ) -> Result<(), E> {
-        self.multi.reconnect(0, exchange)
-    }
-
-    /// The first half of [`Channel::reconnect`]: a fresh queue pair, not
-    /// yet connected; returns its endpoint. Finish with
-    /// [`Channel::connect`].
-    pub fn renew(&mut self) -> TransportResult<Endpoint> {
-        self.multi.renew(0)
-    }
-
-    /// The protection domain, when the connection is a verbs queue pair.
-    pub fn pd(&self) -> Option<&ProtectionDomain> {
-        self.multi.pd()
+    /// The multi-channel underneath, to connect or renew its peer (index
+    /// 0) through a backend's extension methods.
+    pub fn as_multi_mut(&mut self) -> &mut MultiChannel {
+        &mut self.multi
     }
 }
 
@@ -322,14 +259,5 @@ impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
         wrs: &[SendWorkRequest<'_, 'env>],
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
         self.list_to(0, wrs)
-    }
-}
-
-#[cfg(feature = "verbs")]
-impl<'scope, 'env> PollingScope<'scope, 'env, Channel> {
-    /// The channel's protection domain, when its connection is a verbs
-    /// queue pair.
-    pub fn pd(&self) -> Option<&ProtectionDomain> {
-        self.target.pd()
     }
 }

@@ -218,7 +218,6 @@ impl ChannelCore {
     }
 
     /// Whether a drain deadline stopped the shared receive pool.
-    #[cfg(feature = "verbs")]
     pub(crate) fn shared_pool_flushed(&self) -> bool {
         self.state().shared_broken
     }

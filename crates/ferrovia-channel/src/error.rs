@@ -10,10 +10,6 @@ pub type TransportResult<T> = Result<T, TransportError>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransportError {
-    /// The verbs layer failed (a verb and its errno).
-    #[cfg(feature = "verbs")]
-    #[error(transparent)]
-    Verbs(#[from] ferrovia_verbs::VerbsError),
     /// A registration or view was refused.
     #[error(transparent)]
     Memory(#[from] MrError),
@@ -156,7 +152,8 @@ pub enum TransportError {
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// A transport other than verbs failed (its own typed error inside).
+    /// The backend failed (its own typed error inside: a `VerbsError`
+    /// naming the verb and its errno, a `UcxError`).
     #[error(transparent)]
     Backend(Box<dyn std::error::Error + Send + Sync>),
 }

@@ -20,9 +20,12 @@
 //!   through a preallocated slot table (no allocation per request), small
 //!   payloads go inline, and [`PollingScope::post_write_list`] posts a list
 //!   with one doorbell and selective signalling.
-//! - [`MultiChannel`]: one connection per peer over one protection domain.
-//! - [`Transport`]: the seam the core drives (verbs RC queue pairs here,
-//!   UCX in `ferrovia-ucx`), with an event fd an event loop can sleep on.
+//! - [`MultiChannel`]: one connection per peer sharing one completion stream.
+//! - [`Transport`]: the seam the core drives, with an event fd an event
+//!   loop can sleep on. The backends implement it in crates of their own:
+//!   verbs RC queue pairs in `ferrovia-verbs-transport` (which builds
+//!   channels on a device and trades endpoints), UCX in `ferrovia-ucx`.
+//!   This crate knows neither.
 //! - Owned requests ([`OwnedOp`], [`ChannelCore::try_post_owned`]): the
 //!   engine, not a borrow, keeps the buffer until the completion; what
 //!   `ferrovia-async`'s futures post.
@@ -31,44 +34,10 @@
 //!   scope's borrow, or owned); what a transfer layer posts.
 //! - [`Rails`]: several transports to the same peers (devices, UCX
 //!   workers) as one, so one core and one scope drive them all.
-//!
-//!
-//! ## Features
-#![doc = document_features::document_features!()]
-#![cfg_attr(
-    feature = "verbs",
-    doc = r#"
-```no_run
-use std::time::Duration;
-use ferrovia_channel::{Channel, Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError};
-use ferrovia_mr::RegisterOptions;
-
-# fn main() -> Result<(), Box<dyn std::error::Error>> {
-let mut a = Channel::builder().build()?;
-let mut b = Channel::builder().build()?;
-let (ea, eb) = (a.endpoint()?, b.endpoint()?);
-a.connect(&eb)?;
-b.connect(&ea)?;
-let msg = a.registry().register_buffer(b"ping".to_vec(), RegisterOptions::local())?;
-let mut inbox = b.registry().register_buffer(vec![0u8; 64], RegisterOptions::local())?;
-b.scope(|rx| {
-    let recv = rx.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
-    a.send(&[Gather::of(&msg)?])?;
-    let got = recv.wait(Duration::from_secs(5))?.into_received().unwrap_or_default();
-    assert_eq!(got, b"ping");
-    Ok::<_, TransportError>(())
-})?;
-# Ok(())
-# }
-```
-"#
-)]
 
 mod atomic;
 mod builder;
 mod channel;
-#[cfg(feature = "verbs")]
-mod cm_watch;
 mod config;
 mod core;
 mod drain;
@@ -85,16 +54,12 @@ mod pieces;
 mod post;
 mod post_pieces;
 mod posting;
-#[cfg(feature = "verbs")]
-mod qp_table;
 mod rails;
 mod request;
 mod ring;
 mod scope;
 mod slots;
 mod transport;
-#[cfg(feature = "verbs")]
-mod verbs_transport;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
@@ -109,8 +74,6 @@ pub use owned::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
 pub use owned_buf::{OwnedBuf, Returned};
 pub use owned_shutdown::Flushed;
 pub use pieces::{Lease, PieceError, PieceState, PieceTicket, Pieces};
-#[cfg(feature = "verbs")]
-pub use qp_table::QpRef;
 pub use rails::Rails;
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
@@ -118,5 +81,3 @@ pub use request::{
 };
 pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone, run_scope};
 pub use transport::{SharedFlush, Transport};
-#[cfg(feature = "verbs")]
-pub use verbs_transport::VerbsTransport;

@@ -3,11 +3,8 @@
 use std::sync::Arc;
 
 use ferrovia_mr::MrRegistry;
-#[cfg(feature = "verbs")]
-use ferrovia_verbs::{Endpoint, ProtectionDomain};
 
 use crate::atomic::PeerAtomicWorkRequest;
-use crate::builder::ChannelBuilder;
 use crate::config::ChannelConfig;
 use crate::core::ChannelCore;
 use crate::error::{ScopeError, TransportError, TransportResult};
@@ -17,39 +14,19 @@ use crate::request::{
 };
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
 use crate::transport::Transport;
-#[cfg(feature = "verbs")]
-use crate::verbs_transport::VerbsTransport;
 
 /// A [`ScopeTarget`] with several peers, addressed by index: gives its
 /// scopes the `Peer*` posts and the scatter/gather/multicast posts.
 /// Implemented by [`MultiChannel`] and by types built on one.
 pub trait MultiPeer: ScopeTarget {}
 
-/// One reliable connection per peer sharing one completion stream: verbs
-/// RC queue pairs in one protection domain ([`ChannelBuilder::build_multi`]),
-/// or any other [`Transport`] ([`MultiChannel::over`], e.g. UCX).
+/// One reliable connection per peer sharing one completion stream, over
+/// a backend's [`Transport`] ([`MultiChannel::over`]): verbs RC queue
+/// pairs in one protection domain (`VerbsBuilder::build_multi` in
+/// `ferrovia-verbs-transport`), UCX endpoints, or a test double.
 pub struct MultiChannel {
     core: ChannelCore,
-    /// Set when the connections are verbs queue pairs.
-    #[cfg(feature = "verbs")]
-    verbs: Option<Arc<VerbsTransport>>,
     registry: MrRegistry,
-}
-
-#[cfg(feature = "verbs")]
-impl ChannelBuilder {
-    /// Creates a [`MultiChannel`] with `peers` queue pairs; connect each
-    /// with [`MultiChannel::connect`].
-    pub fn build_multi(self, peers: usize) -> TransportResult<MultiChannel> {
-        self.validate()?;
-        let pd = self.open_pd()?;
-        let verbs = Arc::new(VerbsTransport::new(&pd, peers, &self.cfg)?);
-        Ok(MultiChannel {
-            core: ChannelCore::new(verbs.clone(), self.cfg),
-            registry: MrRegistry::new(&pd),
-            verbs: Some(verbs),
-        })
-    }
 }
 
 impl ScopeTarget for MultiChannel {
@@ -61,32 +38,6 @@ impl ScopeTarget for MultiChannel {
 impl MultiPeer for MultiChannel {}
 
 impl MultiChannel {
-    /// A builder; finish with [`ChannelBuilder::build_multi`].
-    pub fn builder() -> ChannelBuilder {
-        ChannelBuilder::default()
-    }
-
-    /// A multi-channel over verbs queue pairs connected (or to be
-    /// connected) through `transport`, e.g. by the connection manager.
-    /// `registry` registers in the transport's protection domain
-    /// (`MrRegistry::new(transport.pd())`, perhaps made earlier to put a
-    /// descriptor in the connection's private data; a registry of another
-    /// PD makes every post fail with a protection error). `cfg` should be
-    /// what the transport was built with.
-    #[cfg(feature = "verbs")]
-    pub fn over_verbs(
-        transport: VerbsTransport,
-        registry: MrRegistry,
-        cfg: ChannelConfig,
-    ) -> MultiChannel {
-        let verbs = Arc::new(transport);
-        MultiChannel {
-            core: ChannelCore::new(verbs.clone(), cfg),
-            registry,
-            verbs: Some(verbs),
-        }
-    }
-
     /// A multi-channel over an already connected `transport` whose memory
     /// `registry` registers (UCX, or a test double).
     pub fn over(
@@ -96,10 +47,63 @@ impl MultiChannel {
     ) -> MultiChannel {
         MultiChannel {
             core: ChannelCore::new(transport, cfg),
-            #[cfg(feature = "verbs")]
-            verbs: None,
             registry,
         }
+    }
+
+    /// The transport underneath, as a `T` when it is one (a backend's
+    /// extension methods reach their transport so).
+    pub fn transport_as<T: Transport>(&self) -> Option<&T> {
+        let t: &dyn Transport = &*self.core.transport;
+        (t as &dyn std::any::Any).downcast_ref()
+    }
+
+    /// For a backend: connects `peer` through `connect` on the transport,
+    /// a `T`, and then takes the peer as connected (posts to it work
+    /// again), as [`MultiChannel::connect_renewed`] does through the seam.
+    pub fn connect_peer_with<T: Transport, R>(
+        &mut self,
+        peer: usize,
+        connect: impl FnOnce(&T) -> TransportResult<R>,
+    ) -> TransportResult<R> {
+        let done = connect(self.backend::<T>(peer)?)?;
+        self.core.mark_connected(peer);
+        Ok(done)
+    }
+
+    /// For a backend: takes `peer` as broken (posts to it fail with
+    /// [`TransportError::Broken`] until it is connected again) and renews
+    /// its connection through `renew` on the transport, a `T`, as
+    /// [`MultiChannel::renew_transport`] does through the seam.
+    pub fn renew_peer_with<T: Transport, R>(
+        &mut self,
+        peer: usize,
+        renew: impl FnOnce(&T) -> TransportResult<R>,
+    ) -> TransportResult<R> {
+        let t = self.backend::<T>(peer)?;
+        self.core.mark_broken(peer);
+        renew(t)
+    }
+
+    /// The transport as a `T`, for `peer`, which must exist.
+    fn backend<T: Transport>(&self, peer: usize) -> TransportResult<&T> {
+        let count = self.num_channels();
+        if peer >= count {
+            return Err(TransportError::NoSuchPeer { peer, count });
+        }
+        self.transport_as::<T>().ok_or_else(|| {
+            TransportError::Config(format!(
+                "this channel runs over another transport than {}",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// Whether a drain deadline flushed the shared receive pool: it then
+    /// takes no more receives, and a backend renews no connection that
+    /// would draw from it.
+    pub fn shared_pool_flushed(&self) -> bool {
+        self.core.shared_pool_flushed()
     }
 
     /// Replaces the connection to `peer` through the transport
@@ -109,7 +113,7 @@ impl MultiChannel {
     /// renewed side needs (hand it to its
     /// [`MultiChannel::connect_renewed`]). Posts to `peer` fail with
     /// [`TransportError::Broken`] until then. A verbs channel may also use
-    /// [`MultiChannel::reconnect`], which speaks in endpoints.
+    /// `VerbsMultiChannel::reconnect`, which speaks in endpoints.
     pub fn renew_transport(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
         let count = self.num_channels();
         if peer >= count {
@@ -138,89 +142,6 @@ impl MultiChannel {
     /// Number of peers (connections).
     pub fn num_channels(&self) -> usize {
         self.core.peers()
-    }
-
-    /// What peer `peer` needs to connect its side to us (verbs only).
-    #[cfg(feature = "verbs")]
-    pub fn endpoint(&self, peer: usize) -> TransportResult<Endpoint> {
-        self.check(peer)?;
-        self.verbs_transport()?.endpoint(peer)
-    }
-
-    /// Connects the queue pair of `peer` to its endpoint (verbs only; other
-    /// transports connect before [`MultiChannel::over`]).
-    #[cfg(feature = "verbs")]
-    pub fn connect(&mut self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
-        self.check(peer)?;
-        self.verbs_transport()?
-            .qp(peer)?
-            .connect(remote, &self.core.cfg.connect)?;
-        self.core.mark_connected(peer);
-        Ok(())
-    }
-
-    /// Replaces the connection to `peer` with a fresh queue pair (verbs:
-    /// a new QP on the same completion queue, the old one left in the
-    /// error state and freed by a later reconnect) and connects it: `exchange` gets the new endpoint,
-    /// must hand it to the peer, which renews its side of this connection
-    /// the same way, and returns the peer's new endpoint. The other peers'
-    /// connections are untouched. Between the renewal and the connect,
-    /// posts to `peer` fail with [`TransportError::Broken`].
-    ///
-    /// For a connection a flush or an error completion left in the error
-    /// state. No work is outstanding here: `&mut self` means no scope is
-    /// open, and every scope drained its work before it ended.
-    #[cfg(feature = "verbs")]
-    pub fn reconnect<E: From<TransportError>>(
-        &mut self,
-        peer: usize,
-        exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
-    ) -> Result<(), E> {
-        let mine = self.renew(peer)?;
-        let theirs = exchange(mine)?;
-        self.connect(peer, &theirs)?;
-        Ok(())
-    }
-
-    /// The first half of [`MultiChannel::reconnect`]: a fresh queue pair
-    /// for `peer`, not yet connected; returns its endpoint. Finish with
-    /// [`MultiChannel::connect`].
-    #[cfg(feature = "verbs")]
-    pub fn renew(&mut self, peer: usize) -> TransportResult<Endpoint> {
-        self.check(peer)?;
-        if self.core.shared_pool_flushed() {
-            // Its SRQ still holds receives no QP may take: a new QP
-            // attached to it would.
-            return Err(TransportError::SharedPoolFlushed);
-        }
-        let verbs = self.verbs_transport()?;
-        self.core.mark_broken(peer);
-        verbs.renew_qp(peer)
-    }
-
-    #[cfg(feature = "verbs")]
-    fn verbs_transport(&self) -> TransportResult<&VerbsTransport> {
-        self.verbs.as_deref().ok_or_else(|| {
-            TransportError::Config(
-                "endpoints and connect are verbs operations; this channel runs over another transport"
-                    .into(),
-            )
-        })
-    }
-
-    #[cfg(feature = "verbs")]
-    fn check(&self, peer: usize) -> TransportResult<()> {
-        let count = self.num_channels();
-        if peer >= count {
-            return Err(TransportError::NoSuchPeer { peer, count });
-        }
-        Ok(())
-    }
-
-    /// The shared protection domain, when the connections are verbs.
-    #[cfg(feature = "verbs")]
-    pub fn pd(&self) -> Option<&ProtectionDomain> {
-        self.verbs.as_ref().map(|v| &v.pd)
     }
 
     /// A registry for buffers used on this channel.
@@ -407,13 +328,5 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     /// Number of peers.
     pub fn num_channels(&self) -> usize {
         self.core().peers()
-    }
-}
-
-#[cfg(feature = "verbs")]
-impl<'scope, 'env> PollingScope<'scope, 'env, MultiChannel> {
-    /// The shared protection domain, when the connections are verbs.
-    pub fn pd(&self) -> Option<&ProtectionDomain> {
-        self.target.pd()
     }
 }

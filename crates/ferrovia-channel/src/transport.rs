@@ -36,7 +36,7 @@ use crate::op::{Completion, RecvOp, SendOp};
 ///   total length), and SGE keys are honoured (an SGE outside the
 ///   registration its `lkey` names fails the op instead of touching
 ///   memory).
-pub unsafe trait Transport: Send + Sync {
+pub unsafe trait Transport: Send + Sync + std::any::Any {
     /// Number of peers.
     fn peers(&self) -> usize;
     /// Send-queue depth towards `peer`.

@@ -12,9 +12,9 @@
 //!   kernel). The slices interleave with the live ones, so each lands in
 //!   the middle of the table, not at its end.
 //! - `wire/encode`, `wire/decode`: the `RemoteMemoryRegion` wire form.
-//! - `reg_mr_vs_hit`: real `ibv_reg_mr` + dereg of 64 KiB against a
-//!   registry hit; needs a device (`cargo xtask vm -- cargo bench -p
-//!   ferrovia-mr --bench registry`).
+//!
+//! The real `ibv_reg_mr` against a registry hit is in
+//! ferrovia-verbs-transport's `registration` bench.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -23,7 +23,6 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RemoteMemoryRegion};
-use ferrovia_verbs::{AccessFlags, Context, MemoryRegion, ProtectionDomain};
 
 fn view_lookup(c: &mut Criterion) {
     let reg = MrRegistry::with_registrar(support::FakeRegistrar::default());
@@ -123,40 +122,11 @@ fn wire(c: &mut Criterion) {
     });
 }
 
-fn reg_mr_vs_hit(c: &mut Criterion) {
-    let Ok(ctx) = Context::open_default() else {
-        println!(
-            "reg_mr_vs_hit: no RDMA device here; run it in the VM: cargo xtask vm -- cargo bench -p ferrovia-mr --bench registry"
-        );
-        return;
-    };
-    let pd = ProtectionDomain::new(&ctx).unwrap();
-    let mut mem = vec![0u8; 1 << 16];
-    c.bench_function("reg_mr_vs_hit/ibv_reg_mr+dereg_64KiB", |b| {
-        b.iter(|| {
-            // SAFETY: `mem` outlives the region, which drops right away.
-            let mr = unsafe {
-                MemoryRegion::register(&pd, mem.as_mut_ptr(), mem.len(), AccessFlags::LOCAL_WRITE)
-            };
-            black_box(mr.unwrap().lkey())
-        })
-    });
-    let reg = MrRegistry::new(&pd);
-    let held = reg
-        .register_buffer(vec![0u8; 1 << 16], RegisterOptions::local())
-        .unwrap();
-    let addr = held.as_ptr() as usize;
-    c.bench_function("reg_mr_vs_hit/registry_hit_64KiB", |b| {
-        b.iter(|| black_box(reg.view(black_box(addr), 1 << 16).unwrap()))
-    });
-}
-
 criterion_group!(
     benches,
     view_lookup,
     view_lookup_nested,
     register_drop,
-    wire,
-    reg_mr_vs_hit
+    wire
 );
 criterion_main!(benches);

@@ -108,11 +108,8 @@ pub enum MrError {
     /// A wire form whose fields do not decode.
     #[error("remote-region wire form is malformed: {0}")]
     Malformed(String),
-    /// The verbs layer failed (registration itself).
-    #[cfg(feature = "verbs")]
-    #[error(transparent)]
-    Verbs(#[from] ferrovia_verbs::VerbsError),
-    /// A non-verbs registrar (UCX) failed; its own typed error inside.
+    /// The registrar failed; its own typed error inside (a `VerbsError`
+    /// naming the verb and its errno, a `UcxError`).
     #[error(transparent)]
     Registrar(Box<dyn std::error::Error + Send + Sync>),
 }

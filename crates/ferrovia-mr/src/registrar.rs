@@ -1,8 +1,9 @@
 //! The registration backend seam: who turns memory into keys.
 //!
 //! The registry does the bookkeeping (lookup, reference counts, counters);
-//! a [`Registrar`] does the registering. Verbs protection domains are one;
-//! the UCX transport provides another. Both traits are `unsafe` to
+//! a [`Registrar`] does the registering: each backend provides one
+//! (`VerbsRegistrar` in `ferrovia-verbs-transport`, `UcxRegistrar` in
+//! `ferrovia-ucx`). Both traits are `unsafe` to
 //! implement: the registry hands out slices of memory a registrar
 //! allocated, and decides what the program may do with registered bytes
 //! from the rights a registrar reports, so a registrar that lies would
@@ -11,8 +12,6 @@
 use std::ptr::NonNull;
 
 use ferrovia_types::AccessFlags;
-#[cfg(feature = "verbs")]
-use ferrovia_verbs::{MemoryRegion, ProtectionDomain};
 
 use crate::error::MrError;
 
@@ -116,44 +115,4 @@ pub unsafe trait Registrar: Send + Sync {
         iova: Option<u64>,
         access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError>;
-}
-
-#[cfg(feature = "verbs")]
-// SAFETY: a verbs MR grants exactly the access it was registered with and
-// its keys never change; `ibv_dereg_mr` returns only once the device has
-// stopped using the region, after which peers' accesses with the rkey
-// fail.
-unsafe impl RegisteredKeys for MemoryRegion {
-    fn lkey(&self) -> u32 {
-        MemoryRegion::lkey(self)
-    }
-    fn rkey(&self) -> u32 {
-        MemoryRegion::rkey(self)
-    }
-    fn access(&self) -> AccessFlags {
-        MemoryRegion::access(self)
-    }
-}
-
-#[cfg(feature = "verbs")]
-// SAFETY: registers with exactly the asked-for access (the MR's access is
-// what `ibv_reg_mr` was given) and never allocates.
-unsafe impl Registrar for ProtectionDomain {
-    unsafe fn register(
-        &self,
-        addr: *mut u8,
-        len: usize,
-        iova: Option<u64>,
-        access: AccessFlags,
-    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
-        // SAFETY: our caller keeps the memory allocated while the keys
-        // live, which is what `MemoryRegion::register{,_iova}` require.
-        let mr = unsafe {
-            match iova {
-                Some(iova) => MemoryRegion::register_iova(self, addr, len, iova, access)?,
-                None => MemoryRegion::register(self, addr, len, access)?,
-            }
-        };
-        Ok(Box::new(mr))
-    }
 }

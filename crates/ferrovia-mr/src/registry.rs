@@ -25,11 +25,9 @@ use crate::view::MemoryRegionView;
 ///
 /// ```no_run
 /// use ferrovia_mr::{MrRegistry, RegisterOptions};
-/// use ferrovia_verbs::{Context, ProtectionDomain};
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let pd = ProtectionDomain::new(&Context::open_default()?)?;
-/// let registry = MrRegistry::new(&pd);
+/// # fn example(registry: MrRegistry) -> Result<(), Box<dyn std::error::Error>> {
+/// // `registry` from a backend: `ferrovia_verbs_transport::registry(&pd)`
 /// // One 64 MiB zero-based registration that peers may write...
 /// let opts = RegisterOptions::local().allow_remote_write().zero_based();
 /// let arena = registry.alloc(64 << 20, opts)?;
@@ -48,12 +46,6 @@ pub struct MrRegistry {
 }
 
 impl MrRegistry {
-    /// An empty registry for verbs registrations in `pd`.
-    #[cfg(feature = "verbs")]
-    pub fn new(pd: &ferrovia_verbs::ProtectionDomain) -> MrRegistry {
-        Self::with_registrar(pd.clone())
-    }
-
     /// An empty registry whose registrations `registrar` makes (another
     /// transport, or a test double).
     pub fn with_registrar(registrar: impl Registrar + 'static) -> MrRegistry {

@@ -17,6 +17,7 @@ mod verbs;
 
 pub(crate) use ucx::RailSide as UcxRailSide;
 pub(crate) use verbs::RailSide as VerbsRailSide;
+pub(crate) use verbs::{Settings as VerbsSettings, default_settings as default_verbs_settings};
 
 /// What one rank tells a peer so the peer can connect to it. Both
 /// variants exist in every build, so a rank built without a backend still
@@ -53,22 +54,22 @@ impl Link {
 pub(crate) type RailConnected = (Arc<dyn Transport>, MrRegistry, String);
 
 /// Picks the backend: `explicit`, else verbs when a device with an active
-/// port opens (handing its protection domain to the channel), else UCX.
+/// port opens (its protection domain kept in `verbs`), else UCX.
 /// An `info` log says why UCX was chosen (no device, libibverbs missing,
 /// or a build without verbs).
 pub(crate) fn choose(
     explicit: Option<Backend>,
-    channel: ChannelBuilder,
-) -> Result<(Backend, ChannelBuilder), NodeError> {
+    verbs: VerbsSettings,
+) -> Result<(Backend, VerbsSettings), NodeError> {
     if let Some(b) = explicit {
-        return Ok((b, channel));
+        return Ok((b, verbs));
     }
-    let mut channel = channel;
-    match verbs::with_device(&mut channel) {
-        Ok(()) => Ok((Backend::Verbs, channel)),
+    let mut verbs = verbs;
+    match verbs::with_device(&mut verbs) {
+        Ok(()) => Ok((Backend::Verbs, verbs)),
         Err(e) if ucx::BUILT => {
             log::info!("verbs is not usable here ({e}); using UCX");
-            Ok((Backend::Ucx, channel))
+            Ok((Backend::Ucx, verbs))
         }
         Err(e) => Err(e),
     }
@@ -90,11 +91,12 @@ impl Opened {
     pub(crate) fn open(
         backend: Backend,
         channel: ChannelBuilder,
+        verbs: VerbsSettings,
         n: usize,
         reached_at: std::net::IpAddr,
     ) -> Result<Opened, NodeError> {
         Ok(match backend {
-            Backend::Verbs => Opened::Verbs(verbs::Opened::open(channel, n)?),
+            Backend::Verbs => Opened::Verbs(verbs::Opened::open(channel, verbs, n)?),
             Backend::Ucx => Opened::Ucx(ucx::Opened::open(channel, reached_at)?),
         })
     }

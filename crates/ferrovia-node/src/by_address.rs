@@ -29,7 +29,7 @@ use std::time::Duration;
 use ferrovia_channel::{Channel, ChannelBuilder};
 use ferrovia_mr::MrRegistry;
 
-use crate::backend::choose;
+use crate::backend::{VerbsSettings, choose};
 use crate::backend_name::Backend;
 
 mod error;
@@ -46,18 +46,18 @@ const MAX_PENDING: usize = 16;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The backend `explicit` names, else `FERROVIA_BACKEND`, else as
-/// [`Node`](crate::Node) picks it; `channel` gets the verbs device's
+/// [`Node`](crate::Node) picks it; `verbs` gets the verbs device's
 /// protection domain when verbs is picked.
 fn pick(
     explicit: Option<Backend>,
-    channel: ChannelBuilder,
+    verbs: VerbsSettings,
     addr: SocketAddr,
-) -> Result<(Backend, ChannelBuilder), ConnectError> {
+) -> Result<(Backend, VerbsSettings), ConnectError> {
     let explicit = match explicit {
         Some(b) => Some(b),
         None => Backend::from_env().map_err(|e| ConnectError::backend(addr, e))?,
     };
-    choose(explicit, channel).map_err(|e| ConnectError::backend(addr, e))
+    choose(explicit, verbs).map_err(|e| ConnectError::backend(addr, e))
 }
 
 /// Settings of a [`Listener`].
@@ -66,6 +66,7 @@ pub struct ListenerBuilder {
     addr: SocketAddr,
     backend: Option<Backend>,
     channel: ChannelBuilder,
+    verbs: VerbsSettings,
     max_pending: usize,
     handshake_timeout: Duration,
     ucx: ucx::Settings,
@@ -79,10 +80,18 @@ impl ListenerBuilder {
         self
     }
 
-    /// The settings of every accepted channel (queue depths, timeouts,
-    /// the verbs device; default: [`ChannelBuilder::default`]).
+    /// The settings of every accepted channel (queue depths, timeouts;
+    /// default: [`ChannelBuilder::default`]).
     pub fn channel(mut self, channel: ChannelBuilder) -> Self {
         self.channel = channel;
+        self
+    }
+
+    /// The verbs settings of every accepted channel (limits, connection
+    /// parameters; the device is the one the request arrives on).
+    #[cfg(feature = "verbs")]
+    pub fn verbs(mut self, verbs: ferrovia_verbs_transport::VerbsConfig) -> Self {
+        self.verbs = self.verbs.with_config(verbs);
         self
     }
 
@@ -114,10 +123,13 @@ impl ListenerBuilder {
     /// Binds the address (port 0: the system picks one) and listens.
     pub fn bind(self) -> Result<Listener, ConnectError> {
         let addr = self.addr;
-        let (backend, channel) = pick(self.backend, self.channel, addr)?;
-        let (pending, handshake) = (self.max_pending, self.handshake_timeout);
+        let (backend, settings) = pick(self.backend, self.verbs, addr)?;
+        let (channel, pending, handshake) =
+            (self.channel, self.max_pending, self.handshake_timeout);
         let inner = match backend {
-            Backend::Verbs => Inner::Verbs(verbs::VerbsListener::bind(addr, &channel, pending)?),
+            Backend::Verbs => Inner::Verbs(verbs::VerbsListener::bind(
+                addr, &channel, &settings, pending,
+            )?),
             Backend::Ucx => Inner::Ucx(ucx::UcxSide::bind(
                 addr, &channel, &self.ucx, pending, handshake,
             )?),
@@ -196,6 +208,7 @@ impl Listener {
             addr,
             backend: None,
             channel: ChannelBuilder::default(),
+            verbs: VerbsSettings::default(),
             max_pending: MAX_PENDING,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             ucx: ucx::Settings::default(),
@@ -321,6 +334,7 @@ impl Incoming {
 pub struct Connector {
     backend: Option<Backend>,
     channel: ChannelBuilder,
+    verbs: VerbsSettings,
     ucx: ucx::Settings,
 }
 
@@ -339,6 +353,14 @@ impl Connector {
     /// The channel's settings.
     pub fn channel(mut self, channel: ChannelBuilder) -> Self {
         self.channel = channel;
+        self
+    }
+
+    /// The verbs settings (limits, connection parameters; the device is
+    /// the one the address resolves to).
+    #[cfg(feature = "verbs")]
+    pub fn verbs(mut self, verbs: ferrovia_verbs_transport::VerbsConfig) -> Self {
+        self.verbs = self.verbs.with_config(verbs);
         self
     }
 
@@ -371,10 +393,13 @@ impl Connector {
     /// nothing yet, so memory can be registered first
     /// ([`Outgoing::registry`]) and its descriptor sent with the request.
     pub fn resolve(&self, addr: SocketAddr, timeout: Duration) -> Result<Outgoing, ConnectError> {
-        let (backend, channel) = pick(self.backend, self.channel.clone(), addr)?;
+        let (backend, settings) = pick(self.backend, self.verbs.clone(), addr)?;
+        let channel = &self.channel;
         let inner = match backend {
-            Backend::Verbs => OutgoingInner::Verbs(verbs::resolve(addr, &channel, timeout)?),
-            Backend::Ucx => OutgoingInner::Ucx(ucx::resolve(addr, &channel, &self.ucx)?),
+            Backend::Verbs => {
+                OutgoingInner::Verbs(verbs::resolve(addr, channel, &settings, timeout)?)
+            }
+            Backend::Ucx => OutgoingInner::Ucx(ucx::resolve(addr, channel, &self.ucx)?),
         };
         Ok(Outgoing { addr, inner })
     }

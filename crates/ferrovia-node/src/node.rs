@@ -11,7 +11,9 @@ use ferrovia_channel::{
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 #[cfg(feature = "verbs")]
-use ferrovia_verbs::{ConnectOptions, ProtectionDomain};
+use ferrovia_verbs::ProtectionDomain;
+#[cfg(feature = "verbs")]
+use ferrovia_verbs_transport::{VerbsConfig, VerbsMultiChannel};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, Link, Opened, Renewer};
@@ -66,6 +68,8 @@ pub struct Node {
     pub(crate) renewer: Renewer,
     /// The channel settings the node was built with, which its rails take.
     pub(crate) channel: ChannelConfig,
+    /// Its verbs settings, which its verbs rails take.
+    pub(crate) verbs: backend::VerbsSettings,
     /// Control ports, the token, and every link's generations.
     pub(crate) control: ControlPath,
 }
@@ -82,6 +86,7 @@ pub struct NodeBuilder {
     bootstrap_timeout: Duration,
     algorithm: BarrierAlgorithm,
     channel: ChannelBuilder,
+    verbs: backend::VerbsSettings,
     backend: Option<Backend>,
 }
 
@@ -92,15 +97,6 @@ impl NodeBuilder {
     /// job token is `FERROVIA_JOB_TOKEN` unless [`NodeBuilder::token`] sets
     /// one; without either, `build` fails.
     pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
-        // Short transport timeouts: a dead peer should surface in well
-        // under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
-        #[cfg(feature = "verbs")]
-        let channel = ChannelBuilder::default().connect_options(ConnectOptions {
-            timeout: 12,
-            ..ConnectOptions::default()
-        });
-        #[cfg(not(feature = "verbs"))]
-        let channel = ChannelBuilder::default();
         NodeBuilder {
             rank,
             world_size,
@@ -113,7 +109,8 @@ impl NodeBuilder {
             port_file: None,
             bootstrap_timeout: Duration::from_secs(60),
             algorithm: BarrierAlgorithm::default(),
-            channel,
+            channel: ChannelBuilder::default(),
+            verbs: backend::default_verbs_settings(),
             backend: None,
         }
     }
@@ -191,9 +188,20 @@ impl NodeBuilder {
         self
     }
 
-    /// Channel settings (device, depths, timeouts) for the connections.
+    /// Channel settings (depths, timeouts, the shared pool) for the
+    /// connections, whatever the backend.
     pub fn channel(mut self, channel: ChannelBuilder) -> Self {
         self.channel = channel;
+        self
+    }
+
+    /// Verbs settings (device, port, limits, connection parameters) for
+    /// the connections on the verbs backend (default: the first device
+    /// with an active port, and transport timeouts short enough that a
+    /// dead peer surfaces in well under a second).
+    #[cfg(feature = "verbs")]
+    pub fn verbs(mut self, verbs: VerbsConfig) -> Self {
+        self.verbs = self.verbs.with_config(verbs);
         self
     }
 
@@ -230,9 +238,9 @@ impl NodeBuilder {
         // On the interface that reaches the rendezvous: where the peers
         // reach this rank, and all the network the transport may listen on.
         let control = ControlPort::bind(&cfg.addr)?;
-        let (backend, channel) = backend::choose(explicit, self.channel)?;
-        let channel_cfg = channel.config().clone();
-        let opened = Opened::open(backend, channel, n, control.addr().ip())?;
+        let (backend, verbs) = backend::choose(explicit, self.verbs)?;
+        let channel_cfg = self.channel.config().clone();
+        let opened = Opened::open(backend, self.channel, verbs.clone(), n, control.addr().ip())?;
         let description = opened.describe();
         let mut sync = SyncRegion::new(opened.registry(), n)?;
         let sync_remote = sync.exposed()?;
@@ -281,6 +289,7 @@ impl NodeBuilder {
             launcher: self.launcher,
             renewer,
             channel: channel_cfg,
+            verbs,
             control: ControlPath::new(cfg.token, control, controls),
         })
     }

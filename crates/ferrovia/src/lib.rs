@@ -74,11 +74,12 @@
 # Quick start: two verbs channels
 ```no_run
 use std::time::Duration;
-use ferrovia::{Channel, Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
+use ferrovia::{Gather, ReceiveWorkRequest, RegisterOptions, Scatter, TransportError};
+use ferrovia::{VerbsBuilder, VerbsChannel};
 
 # fn main() -> Result<(), Box<dyn std::error::Error>> {
-let mut a = Channel::builder().build()?;
-let mut b = Channel::builder().build()?;
+let mut a = VerbsBuilder::default().build()?;
+let mut b = VerbsBuilder::default().build()?;
 let (ea, eb) = (a.endpoint()?, b.endpoint()?); // normally exchanged over the network
 a.connect(&eb)?;
 b.connect(&ea)?;
@@ -156,6 +157,8 @@ pub use ferrovia_types as types;
 pub use ferrovia_ucx as ucx;
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs as verbs;
+#[cfg(feature = "verbs")]
+pub use ferrovia_verbs_transport as verbs_transport;
 
 #[cfg(feature = "async")]
 pub use ferrovia_async::{
@@ -190,3 +193,7 @@ pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 pub use ferrovia_ucx::UcxError;
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
+#[cfg(feature = "verbs")]
+pub use ferrovia_verbs_transport::{
+    VerbsBuilder, VerbsChannel, VerbsConfig, VerbsMultiChannel, VerbsTransport,
+};

@@ -35,7 +35,7 @@ mod report;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ferrovia::{ChannelBuilder, Node, NodeError};
+use ferrovia::{ChannelBuilder, Node, NodeError, VerbsConfig};
 
 use crate::args::Args;
 
@@ -65,13 +65,15 @@ fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
         Some(host) => (1, format!("{host}:{port}")),
     };
     let depth = args.tx_depth.max(args.post_list) as u32;
-    let mut channel = ChannelBuilder::default()
+    let channel = ChannelBuilder::default()
         .send_depth(depth)
         .recv_depth(depth);
-    if let Some(d) = &args.device {
-        channel = channel.device(d.clone());
-    }
     let mut builder = Node::builder(rank, 2, addr).channel(channel);
+    if let Some(d) = &args.device {
+        let mut verbs = VerbsConfig::default();
+        verbs.device = Some(d.clone());
+        builder = builder.verbs(verbs);
+    }
     // perftest has no secret either: a fixed token unless the user set one.
     if std::env::var_os("FERROVIA_JOB_TOKEN").is_none() {
         builder = builder.token("ferrovia-perf");

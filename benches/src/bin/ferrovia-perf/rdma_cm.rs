@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use ferrovia::{
     Backend, Channel, ChannelBuilder, ConnectError, Connector, Gather, Listener,
     ReceiveWorkRequest, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion, Scatter,
-    SendWorkRequest, TransportError, WriteWorkRequest,
+    SendWorkRequest, TransportError, VerbsChannel, WriteWorkRequest,
 };
 
 use crate::args::Args;

@@ -26,8 +26,16 @@ impl Side {
     /// Opens rail `id`'s side as `spec` says, on the node's backend.
     pub(super) fn open(node: &Node, id: u32, spec: &RailSpec) -> Result<Side, NodeError> {
         let backend = node.backend;
-        let verbs =
-            |device| VerbsRailSide::open(id, device, &node.multi, &node.channel, node.world_size);
+        let verbs = |device| {
+            VerbsRailSide::open(
+                id,
+                device,
+                &node.multi,
+                &node.channel,
+                &node.verbs,
+                node.world_size,
+            )
+        };
         match (backend, spec) {
             (Backend::Verbs, RailSpec::Worker) => {
                 Err(RailError::NoWorkers { rail: id, backend }.into())

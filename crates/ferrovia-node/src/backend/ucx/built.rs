@@ -39,10 +39,7 @@ fn open(cfg: &ChannelConfig, reached_at: std::net::IpAddr) -> Result<UcxOpened, 
         let tls = std::env::var("UCX_TLS").ok();
         (builder, tls.map(|tls| format!("UCX_TLS={tls}")))
     };
-    // The queue depths are the verbs caps' (the only depths the channel
-    // settings have), where the build has them.
-    #[cfg(feature = "verbs")]
-    let builder = builder.depths(cfg.caps.max_send_wr, cfg.caps.max_recv_wr);
+    let builder = builder.depths(cfg.send_depth, cfg.recv_depth);
     let transport = builder.start(&ctx)?;
     let registry = MrRegistry::with_registrar(transport.registrar());
     Ok(UcxOpened {

@@ -5,27 +5,40 @@
 
 use std::sync::Arc;
 
-use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, Transport, VerbsTransport};
+use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, Transport, TransportError};
 use ferrovia_mr::MrRegistry;
-use ferrovia_verbs::{Context, Endpoint, ProtectionDomain};
+use ferrovia_verbs::{ConnectOptions, Context, Endpoint, ProtectionDomain};
+use ferrovia_verbs_transport::{
+    VerbsBuilder, VerbsConfig, VerbsMultiChannel, VerbsTransport, registry,
+};
 
 use crate::backend::{Link, RailConnected};
 use crate::error::{BootstrapError, NodeError, RailError};
 
 impl From<ferrovia_verbs::VerbsError> for NodeError {
     fn from(e: ferrovia_verbs::VerbsError) -> Self {
-        NodeError::Transport(e.into())
+        NodeError::Transport(TransportError::Backend(Box::new(e)))
     }
 }
 
-/// Gives `channel` the protection domain of its device, if one opens.
-pub(crate) fn with_device(channel: &mut ChannelBuilder) -> Result<(), NodeError> {
-    let opened = match &channel.config().device {
-        Some(name) => Context::open(name),
-        None => Context::open_default(),
+/// A node's verbs settings: the verbs ones (`NodeBuilder::verbs`) and,
+/// once the node picked verbs, its device's protection domain.
+pub(crate) type Settings = VerbsBuilder;
+
+/// The node's default: short transport timeouts, so a dead peer surfaces
+/// in well under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
+pub(crate) fn default_settings() -> Settings {
+    let mut verbs = VerbsConfig::default();
+    verbs.connect = ConnectOptions {
+        timeout: 12,
+        ..ConnectOptions::default()
     };
-    let pd = opened.and_then(|ctx| ProtectionDomain::new(&ctx))?;
-    *channel = std::mem::take(channel).pd(&pd);
+    VerbsBuilder::default().with_config(verbs)
+}
+
+/// Opens the protection domain of the settings' device, if one opens.
+pub(crate) fn with_device(settings: &mut Settings) -> Result<(), NodeError> {
+    *settings = std::mem::take(settings).open_device()?;
     Ok(())
 }
 
@@ -66,8 +79,12 @@ fn connect_all(
 pub(crate) struct Opened(MultiChannel);
 
 impl Opened {
-    pub(crate) fn open(channel: ChannelBuilder, n: usize) -> Result<Opened, NodeError> {
-        Ok(Opened(channel.build_multi(n)?))
+    pub(crate) fn open(
+        channel: ChannelBuilder,
+        settings: Settings,
+        n: usize,
+    ) -> Result<Opened, NodeError> {
+        Ok(Opened(settings.channel(channel).build_multi(n)?))
     }
 
     pub(crate) fn registry(&self) -> &MrRegistry {
@@ -108,9 +125,10 @@ impl RailSide {
         device: Option<&String>,
         node: &MultiChannel,
         channel: &ChannelConfig,
+        settings: &Settings,
         world_size: usize,
     ) -> Result<RailSide, NodeError> {
-        let mut cfg = channel.clone();
+        let mut cfg = settings.config().clone();
         let ctx = match device {
             Some(name) => {
                 let ctx = Context::open(name).map_err(|e| RailError::NoSuchDevice {
@@ -140,11 +158,11 @@ impl RailSide {
             },
         };
         let pd = ProtectionDomain::new(&ctx).map_err(|e| RailError::failed(id, e.into()))?;
-        let transport = VerbsTransport::new(&pd, world_size, &cfg)
+        let transport = VerbsTransport::new(&pd, world_size, channel, &cfg)
             .map_err(|e| RailError::failed(id, e.into()))?;
         Ok(RailSide {
             transport,
-            registry: MrRegistry::new(&pd),
+            registry: registry(&pd),
             device: ctx.name().to_owned(),
         })
     }

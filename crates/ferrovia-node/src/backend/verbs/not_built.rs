@@ -16,14 +16,22 @@ fn not_built() -> NodeError {
     .into()
 }
 
-pub(crate) fn with_device(_: &mut ChannelBuilder) -> Result<(), NodeError> {
+/// Nothing to set: no verbs in this build.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings;
+
+pub(crate) fn default_settings() -> Settings {
+    Settings
+}
+
+pub(crate) fn with_device(_: &mut Settings) -> Result<(), NodeError> {
     Err(not_built())
 }
 
 pub(crate) enum Opened {}
 
 impl Opened {
-    pub(crate) fn open(_: ChannelBuilder, _: usize) -> Result<Opened, NodeError> {
+    pub(crate) fn open(_: ChannelBuilder, _: Settings, _: usize) -> Result<Opened, NodeError> {
         Err(not_built())
     }
 
@@ -52,6 +60,7 @@ impl RailSide {
         _: Option<&String>,
         _: &MultiChannel,
         _: &ChannelConfig,
+        _: &Settings,
         _: usize,
     ) -> Result<RailSide, NodeError> {
         Err(not_built())

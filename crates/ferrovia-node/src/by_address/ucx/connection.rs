@@ -33,12 +33,8 @@ pub(super) fn transport_builder(
         // tells instead.
         b = b.detect_peer_failure(false);
     }
-    #[cfg(feature = "verbs")]
-    let b = {
-        let caps = channel.config().caps;
-        b.depths(caps.max_send_wr, caps.max_recv_wr)
-    };
-    b
+    let cfg = channel.config();
+    b.depths(cfg.send_depth, cfg.recv_depth)
 }
 
 /// A UCX context for connections with `addr` that listens only where

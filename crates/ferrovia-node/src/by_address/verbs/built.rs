@@ -10,14 +10,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, MultiChannel, VerbsTransport};
+use std::sync::Arc;
+
+use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, MultiChannel};
 use ferrovia_mr::MrRegistry;
 use ferrovia_verbs::cm::{
     CmConnector, CmError, CmLink, CmListener, CmParams, CmRequest, CmResolved, RejectReason,
 };
 use ferrovia_verbs::{Context, ProtectionDomain};
+use ferrovia_verbs_transport::{VerbsConfig, VerbsTransport, registry};
 
 use crate::Backend;
+use crate::backend::VerbsSettings;
 use crate::by_address::error::ConnectError;
 use crate::by_address::handshake::{self, Decoded, Kind};
 
@@ -25,6 +29,7 @@ use crate::by_address::handshake::{self, Decoded, Kind};
 pub(crate) struct VerbsListener {
     cm: CmListener,
     cfg: ChannelConfig,
+    verbs: VerbsConfig,
     /// One protection domain per device, shared by the connections.
     pds: Mutex<Vec<ProtectionDomain>>,
     /// Requests refused as badly framed.
@@ -35,6 +40,7 @@ pub(crate) struct VerbsListener {
 pub(crate) struct VerbsIncoming {
     request: CmRequest,
     cfg: ChannelConfig,
+    verbs: VerbsConfig,
     pd: ProtectionDomain,
     /// The channel's registry, there before the answer.
     registry: MrRegistry,
@@ -49,8 +55,8 @@ pub(crate) struct VerbsOutgoing {
     registry: MrRegistry,
 }
 
-fn params(cfg: &ChannelConfig) -> CmParams {
-    let c = &cfg.connect;
+fn params(verbs: &VerbsConfig) -> CmParams {
+    let c = &verbs.connect;
     CmParams {
         responder_resources: c.max_rd_atomic,
         initiator_depth: c.max_rd_atomic,
@@ -86,14 +92,14 @@ fn pd_on(
 fn transport(
     pd: &ProtectionDomain,
     cfg: &ChannelConfig,
+    verbs: &VerbsConfig,
     port: u8,
     addr: SocketAddr,
-) -> Result<(VerbsTransport, ChannelConfig), ConnectError> {
-    let mut cfg = cfg.clone();
-    cfg.port = Some(port);
-    cfg.device = Some(pd.context().name().to_owned());
-    let t = VerbsTransport::new(pd, 1, &cfg).map_err(|e| ConnectError::backend(addr, e))?;
-    Ok((t, cfg))
+) -> Result<VerbsTransport, ConnectError> {
+    let mut verbs = verbs.clone();
+    verbs.port = Some(port);
+    verbs.device = Some(pd.context().name().to_owned());
+    VerbsTransport::new(pd, 1, cfg, &verbs).map_err(|e| ConnectError::backend(addr, e))
 }
 
 /// The channel over a connected transport and its link.
@@ -107,7 +113,7 @@ fn channel(
     let addr = link.peer_addr();
     t.watch(0, link)
         .map_err(|e| ConnectError::backend(addr, e))?;
-    Channel::from_multi(MultiChannel::over_verbs(t, registry, cfg))
+    Channel::from_multi(MultiChannel::over(Arc::new(t), registry, cfg))
         .map(|c| c.with_peer(addr, peer_data))
         .map_err(|e| ConnectError::backend(addr, e))
 }
@@ -116,20 +122,23 @@ impl VerbsListener {
     pub(crate) fn bind(
         addr: SocketAddr,
         channel: &ChannelBuilder,
+        settings: &VerbsSettings,
         max_pending: usize,
     ) -> Result<VerbsListener, ConnectError> {
         let cfg = channel.config().clone();
+        let verbs = settings.config().clone();
         // The connection manager's backlog; the request arrives whole, so
         // the handshake timeout has nothing to bound.
         let cm = CmListener::builder(addr)
             .backlog(u16::try_from(max_pending).unwrap_or(u16::MAX))
-            .params(params(&cfg))
+            .params(params(&verbs))
             .bind()
             .map_err(|e| map_cm(e, addr))?;
         Ok(VerbsListener {
             cm,
             cfg,
-            pds: Mutex::new(channel.protection_domain().cloned().into_iter().collect()),
+            verbs,
+            pds: Mutex::new(settings.protection_domain().cloned().into_iter().collect()),
             refused: AtomicU64::new(0),
         })
     }
@@ -179,7 +188,8 @@ impl VerbsListener {
             let incoming = VerbsIncoming {
                 request,
                 cfg: self.cfg.clone(),
-                registry: MrRegistry::new(&pd),
+                verbs: self.verbs.clone(),
+                registry: registry(&pd),
                 pd,
             };
             return Ok((peer, data, incoming));
@@ -200,7 +210,8 @@ impl VerbsIncoming {
     ) -> Result<Channel, ConnectError> {
         let peer = self.request.peer_addr();
         let bytes = handshake::encode(Kind::Accept, private_data, peer)?;
-        let (t, cfg) = transport(&self.pd, &self.cfg, self.request.port_num(), peer)?;
+        let port = self.request.port_num();
+        let t = transport(&self.pd, &self.cfg, &self.verbs, port, peer)?;
         let qp = t.qp(0).map_err(|e| ConnectError::backend(peer, e))?;
         // Receives may be posted from RTS on; the client cannot send
         // before it has our answer, and RNR retries cover the rest.
@@ -210,7 +221,7 @@ impl VerbsIncoming {
             .accept_qp(&qp, &bytes, timeout)
             .map_err(|e| map_cm(e, peer))?;
         drop(qp);
-        channel(t, self.registry, cfg, link, client_data)
+        channel(t, self.registry, self.cfg, link, client_data)
     }
 
     pub(crate) fn reject(self, private_data: &[u8]) -> Result<(), ConnectError> {
@@ -225,12 +236,13 @@ impl VerbsIncoming {
 /// on that device).
 pub(crate) fn resolve(
     addr: SocketAddr,
-    settings: &ChannelBuilder,
+    channel: &ChannelBuilder,
+    settings: &VerbsSettings,
     timeout: Duration,
 ) -> Result<VerbsOutgoing, ConnectError> {
-    let cfg = settings.config();
+    let cfg = channel.config();
     let resolved = CmConnector::new(addr)
-        .params(params(cfg))
+        .params(params(settings.config()))
         .resolve(timeout)
         .map_err(|e| map_cm(e, addr))?;
     let cache = Mutex::new(Vec::new());
@@ -240,7 +252,8 @@ pub(crate) fn resolve(
         &cache,
         addr,
     )?;
-    let (transport, cfg) = transport(&pd, cfg, resolved.port_num(), addr)?;
+    let port = resolved.port_num();
+    let transport = transport(&pd, cfg, settings.config(), port, addr)?;
     let qp = transport
         .qp(0)
         .map_err(|e| ConnectError::backend(addr, e))?;
@@ -248,9 +261,9 @@ pub(crate) fn resolve(
     drop(qp);
     Ok(VerbsOutgoing {
         resolved,
-        registry: MrRegistry::new(&pd),
+        registry: registry(&pd),
         transport,
-        cfg,
+        cfg: cfg.clone(),
     })
 }
 

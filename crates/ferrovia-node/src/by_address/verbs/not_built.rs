@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use ferrovia_channel::{Channel, ChannelBuilder};
+
+use crate::backend::VerbsSettings;
 use ferrovia_mr::MrRegistry;
 
 use crate::Backend;
@@ -19,6 +21,7 @@ impl VerbsListener {
     pub(crate) fn bind(
         addr: SocketAddr,
         _: &ChannelBuilder,
+        _: &VerbsSettings,
         _: usize,
     ) -> Result<VerbsListener, ConnectError> {
         Err(ConnectError::NotBuilt {
@@ -70,6 +73,7 @@ impl VerbsOutgoing {
 pub(crate) fn resolve(
     addr: SocketAddr,
     _: &ChannelBuilder,
+    _: &VerbsSettings,
     _: Duration,
 ) -> Result<VerbsOutgoing, ConnectError> {
     Err(ConnectError::NotBuilt {

@@ -1,15 +1,17 @@
 //! Device tests of the registry: real registrations on (soft-)RoCE, data
 //! moved through views. Run by `cargo xtask test`.
 
+#[path = "../../ferrovia-mr/tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;
 
-use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
+use ferrovia_mr::{MrError, RegisterOptions};
 use ferrovia_verbs::{
     CompletionQueue, ConnectOptions, Context, ProtectionDomain, QueuePair, SendWr, Sge,
     WorkCompletion,
 };
+use ferrovia_verbs_transport::registry;
 
 struct Loop {
     pd: ProtectionDomain,
@@ -52,7 +54,7 @@ fn complete(l: &Loop, wr_id: u64) {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
     let l = connected();
-    let reg = MrRegistry::new(&l.pd);
+    let reg = registry(&l.pd);
     const SEG: usize = 64 << 20;
     let opts = RegisterOptions::local()
         .allow_remote_read()
@@ -127,7 +129,7 @@ fn zero_based_64mib_segment_moves_the_right_bytes_through_views() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_view_beyond_coverage_is_refused_before_anything_is_posted() {
     let l = connected();
-    let reg = MrRegistry::new(&l.pd);
+    let reg = registry(&l.pd);
     let seg = reg
         .register_buffer(
             vec![0u8; 1 << 20],
@@ -161,5 +163,5 @@ fn a_view_beyond_coverage_is_refused_before_anything_is_posted() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn eight_threads_register_and_look_up_with_exact_counters() {
     let l = connected();
-    support::eight_threads_register_and_look_up(&MrRegistry::new(&l.pd), 16, 500);
+    support::eight_threads_register_and_look_up(&registry(&l.pd), 16, 500);
 }

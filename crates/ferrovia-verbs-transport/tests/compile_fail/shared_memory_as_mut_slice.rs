@@ -5,7 +5,7 @@ use ferrovia_channel::Channel;
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let ch = Channel::builder().build().unwrap();
+    let ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let mut inbox = ch
         .registry()
         .alloc(64, RegisterOptions::local().allow_remote_atomic())

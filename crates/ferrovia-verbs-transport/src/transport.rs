@@ -1,9 +1,7 @@
-//! The verbs implementation of the transport seam: RC queue pairs sharing
-//! one completion queue. Its `unsafe` is the `Transport` implementation
-//! and the verbs posts under it; the crate's other `unsafe` is the seam
-//! itself (`transport`), the engine's hand-off of buffers (`post`,
-//! `post_pieces`, `slots`, `owned`, `owned_list`, `scope`, `rails`,
-//! `element`) and `qp_table`'s reclamation.
+//! [`VerbsTransport`]: the verbs implementation of the channel's transport
+//! seam, RC queue pairs sharing one completion queue. Its `unsafe` is the
+//! `Transport` implementation and the verbs posts under it; `qp_table`'s
+//! reclamation and `registrar`'s promises are this crate's only other.
 
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
@@ -11,17 +9,19 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use ferrovia_channel::{
+    ChannelConfig, Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport, TransportError,
+    TransportResult,
+};
 use ferrovia_verbs::{
     AsyncEvent, CompletionQueue, ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps,
     QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::cm_watch::LinkWatch;
-use crate::config::ChannelConfig;
-use crate::error::{TransportError, TransportResult};
-use crate::op::{Completion, OpKind, RecvOp, SendOp};
+use crate::config::VerbsConfig;
+use crate::error::from_verbs;
 use crate::qp_table::{QpRef, QpTable};
-use crate::transport::{SharedFlush, Transport};
 
 /// How many work requests are linked into one doorbell at most.
 const CHUNK: usize = 16;
@@ -33,7 +33,7 @@ const POLL_BATCH: usize = 32;
 /// The CQ is the transport's own: no other queue pair can post to it, so
 /// every completion it reports is one of this transport's requests. The
 /// queue pairs are connected by exchanging endpoints
-/// ([`MultiChannel::connect`](crate::MultiChannel::connect)), or by the
+/// ([`VerbsMultiChannel::connect`](crate::VerbsMultiChannel::connect)), or by the
 /// connection manager: take a peer's QP with [`VerbsTransport::qp`] to
 /// `ready_qp` and `connect_qp` / `accept_qp` it (`ferrovia_verbs::cm`),
 /// then hand its [`CmLink`](ferrovia_verbs::cm::CmLink) to
@@ -44,15 +44,15 @@ const POLL_BATCH: usize = 32;
 /// As a [`Transport`] it also renews a peer's connection
 /// ([`Transport::renew`]: a fresh QP, its [`Endpoint`] postcard-encoded;
 /// [`Transport::reconnect`]: the peer's, decoded and connected), so a
-/// [`MultiChannel::over`](crate::MultiChannel::over) this transport
+/// [`MultiChannel::over`](ferrovia_channel::MultiChannel::over) this transport
 /// reconnects through
-/// [`MultiChannel::renew_transport`](crate::MultiChannel::renew_transport)
-/// and [`MultiChannel::connect_renewed`](crate::MultiChannel::connect_renewed)
+/// [`MultiChannel::renew_transport`](ferrovia_channel::MultiChannel::renew_transport)
+/// and [`MultiChannel::connect_renewed`](ferrovia_channel::MultiChannel::connect_renewed)
 /// as one over UCX does.
 pub struct VerbsTransport {
-    pub(crate) pd: ProtectionDomain,
-    pub(crate) cq: CompletionQueue,
-    pub(crate) qps: QpTable,
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    qps: QpTable,
     /// What every QP is built with (a renewed one too).
     caps: QpCaps,
     port: Option<u8>,
@@ -86,19 +86,27 @@ const LAST_WQE_WAIT: Duration = Duration::from_millis(200);
 
 impl VerbsTransport {
     /// `peers` RC queue pairs in `pd`, on a new CQ (and shared receive
-    /// queue, with `cfg.shared_receives`), built with `cfg`'s caps on
-    /// `cfg.port` (default: the first active port), not connected yet.
-    pub fn new(pd: &ProtectionDomain, peers: usize, cfg: &ChannelConfig) -> TransportResult<Self> {
+    /// queue, with `channel.shared_receives`), with `channel`'s depths and
+    /// `verbs`' other caps on `verbs.port` (default: the first active
+    /// port), not connected yet. [`VerbsBuilder`](crate::VerbsBuilder)
+    /// opens the device and builds one.
+    pub fn new(
+        pd: &ProtectionDomain,
+        peers: usize,
+        channel: &ChannelConfig,
+        verbs: &VerbsConfig,
+    ) -> TransportResult<Self> {
         if peers == 0 {
             return Err(TransportError::Config(
                 "a channel needs at least one peer".into(),
             ));
         }
+        let caps = verbs.caps(channel);
         let ctx = pd.context();
-        let pool = cfg.shared_receives;
+        let pool = channel.shared_receives;
         // With a pool, the QPs have no receive queues of their own.
-        let per_peer_recv = if pool > 0 { 0 } else { cfg.caps.max_recv_wr };
-        let per_peer = cfg.caps.max_send_wr + per_peer_recv;
+        let per_peer_recv = if pool > 0 { 0 } else { caps.max_recv_wr };
+        let per_peer = caps.max_send_wr + per_peer_recv;
         let depth = per_peer
             .checked_mul(peers as u32)
             .and_then(|d| d.checked_add(pool))
@@ -107,15 +115,19 @@ impl VerbsTransport {
                     "{peers} peers × {per_peer} entries + {pool} shared receives overflow a CQ"
                 ))
             })?;
-        let cq = CompletionQueue::with_channel(&ctx, depth)?;
+        let cq = CompletionQueue::with_channel(&ctx, depth).map_err(from_verbs)?;
         let srq = match pool {
             0 => None,
-            n => Some(SharedReceiveQueue::new(pd, n, cfg.caps.max_recv_sge)?),
+            n => Some(SharedReceiveQueue::new(pd, n, caps.max_recv_sge).map_err(from_verbs)?),
         };
         let qps = (0..peers)
-            .map(|_| new_qp(pd, &cq, srq.as_ref(), cfg.caps, cfg.port))
+            .map(|_| new_qp(pd, &cq, srq.as_ref(), caps, verbs.port))
             .collect::<TransportResult<Vec<_>>>()?;
-        let atomics = ctx.query_device()?.atomic_cap.supported();
+        let atomics = ctx
+            .query_device()
+            .map_err(from_verbs)?
+            .atomic_cap
+            .supported();
         let shared = srq.map(|srq| {
             let mut peer_of_qpn: Vec<(u32, u32)> = qps
                 .iter()
@@ -135,9 +147,9 @@ impl VerbsTransport {
             pd: pd.clone(),
             cq,
             qps: QpTable::new(qps),
-            caps: cfg.caps,
-            port: cfg.port,
-            connect: cfg.connect,
+            caps,
+            port: verbs.port,
+            connect: verbs.connect,
             atomics,
             shared,
             links: LinkWatch::new(peers),
@@ -185,7 +197,7 @@ impl VerbsTransport {
         {
             return Err(TransportError::SharedPoolFlushed);
         }
-        self.qp(peer)?.to_error()?;
+        self.qp(peer)?.to_error().map_err(from_verbs)?;
         let qp = new_qp(
             &self.pd,
             &self.cq,
@@ -238,10 +250,12 @@ impl VerbsTransport {
     /// Connects the current queue pair for `peer` to the peer's `remote`
     /// endpoint (INIT, RTR, RTS), with the connection options the
     /// transport was built with. For a transport handed to
-    /// [`MultiChannel::over`](crate::MultiChannel::over), connect every
+    /// [`MultiChannel::over`](ferrovia_channel::MultiChannel::over), connect every
     /// peer before that: the channel takes its peers as connected.
     pub fn connect(&self, peer: usize, remote: &Endpoint) -> TransportResult<()> {
-        Ok(self.qp(peer)?.connect(remote, &self.connect)?)
+        self.qp(peer)?
+            .connect(remote, &self.connect)
+            .map_err(from_verbs)
     }
 
     /// The current queue pair of `peer`, held (not freed, even if the peer
@@ -297,7 +311,7 @@ fn new_qp(
     if let Some(srq) = srq {
         b = b.srq(srq);
     }
-    Ok(b.build()?)
+    b.build().map_err(from_verbs)
 }
 
 impl SharedPool {
@@ -378,7 +392,7 @@ unsafe impl Transport for VerbsTransport {
             // that (`Transport::post_send`), and this transport reports a
             // completion only when the CQ does. Keys need no promise: the
             // device checks each lkey against the QP's PD and range.
-            return Ok(unsafe { qp.post_send(&mut wr) }?);
+            return unsafe { qp.post_send(&mut wr) }.map_err(from_verbs);
         }
         for chunk in ops.chunks(CHUNK) {
             let mut wrs: [SendWr<'_>; CHUNK] = std::array::from_fn(|i| match chunk.get(i) {
@@ -390,7 +404,7 @@ unsafe impl Transport for VerbsTransport {
             // SAFETY: as for the single op above, for every op of the
             // chunk; `link_send` chained `wrs` into one list that lives in
             // this stack frame until `post_send` returns.
-            unsafe { qp.post_send(&mut wrs[0]) }?;
+            unsafe { qp.post_send(&mut wrs[0]) }.map_err(from_verbs)?;
         }
         Ok(())
     }
@@ -408,7 +422,7 @@ unsafe impl Transport for VerbsTransport {
             // allocated and untouched by the program until completion or
             // flush: our caller's contract (`Transport::post_recv`). The
             // linked list lives in `wrs` until the call returns.
-            unsafe { qp.post_recv(&mut wrs[0]) }?;
+            unsafe { qp.post_recv(&mut wrs[0]) }.map_err(from_verbs)?;
         }
         Ok(())
     }
@@ -416,7 +430,7 @@ unsafe impl Transport for VerbsTransport {
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
         let mut wcs = [const { MaybeUninit::<WorkCompletion>::uninit() }; POLL_BATCH];
         let n = out.len().min(POLL_BATCH);
-        let got = self.cq.poll_uninit(&mut wcs[..n])?;
+        let got = self.cq.poll_uninit(&mut wcs[..n]).map_err(from_verbs)?;
         if got.is_empty() && self.links.any() {
             self.links.check_now_and_then(|peer| self.flush_gone(peer));
         }
@@ -432,7 +446,10 @@ unsafe impl Transport for VerbsTransport {
         let n = out.len().clamp(1, POLL_BATCH);
         let got = if self.links.any() {
             // Also wakes when a link has an event: a disconnect flushes.
-            let got = self.cq.wait_or(&mut wcs[..n], timeout, self.links.fds())?;
+            let got = self
+                .cq
+                .wait_or(&mut wcs[..n], timeout, self.links.fds())
+                .map_err(from_verbs)?;
             if got == 0 {
                 self.check_links();
             }
@@ -441,7 +458,7 @@ unsafe impl Transport for VerbsTransport {
             match self.cq.wait(&mut wcs[..n], timeout) {
                 Ok(got) => got,
                 Err(VerbsError::Timeout { .. }) => 0,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(from_verbs(e)),
             }
         };
         for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
@@ -452,11 +469,11 @@ unsafe impl Transport for VerbsTransport {
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {
-        Ok(self.qp(peer)?.to_error()?)
+        self.qp(peer)?.to_error().map_err(from_verbs)
     }
 
     /// A fresh queue pair for `peer`, the old one stopped (as
-    /// [`MultiChannel::renew`](crate::MultiChannel::renew) makes one); its
+    /// [`VerbsMultiChannel::renew`](crate::VerbsMultiChannel::renew) makes one); its
     /// [`Endpoint`], postcard-encoded.
     fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
         let endpoint = self.renew_qp(peer)?;
@@ -489,11 +506,11 @@ unsafe impl Transport for VerbsTransport {
     }
 
     fn arm(&self) -> TransportResult<()> {
-        Ok(self.cq.arm()?)
+        self.cq.arm().map_err(from_verbs)
     }
 
     fn ack_events(&self) -> TransportResult<()> {
-        self.cq.take_events()?;
+        self.cq.take_events().map_err(from_verbs)?;
         Ok(())
     }
 
@@ -513,7 +530,7 @@ unsafe impl Transport for VerbsTransport {
             // SAFETY: as for `post_recv`: the caller keeps every SGE's
             // memory allocated and untouched until the receive is reported
             // or `flush_shared` says it never will be.
-            unsafe { srq.post_recv(&mut wrs[0]) }?;
+            unsafe { srq.post_recv(&mut wrs[0]) }.map_err(from_verbs)?;
         }
         Ok(())
     }
@@ -527,7 +544,7 @@ unsafe impl Transport for VerbsTransport {
         let pool = self.pool()?;
         let mut waiting: Vec<u32> = Vec::with_capacity(self.qps.len());
         for qp in self.qps.iter() {
-            qp.to_error()?;
+            qp.to_error().map_err(from_verbs)?;
             waiting.push(qp.qp_num());
         }
         pool.read_events(LAST_WQE_WAIT, |ev| {
@@ -549,7 +566,7 @@ unsafe impl Transport for VerbsTransport {
     fn arm_shared_limit(&self, limit: u32) -> TransportResult<()> {
         let pool = self.pool()?;
         pool.limit_hit.store(false, Ordering::Relaxed);
-        Ok(pool.srq.arm_limit(limit)?)
+        pool.srq.arm_limit(limit).map_err(from_verbs)
     }
 
     fn shared_limit_reached(&self) -> TransportResult<bool> {

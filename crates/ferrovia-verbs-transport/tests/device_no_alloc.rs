@@ -2,6 +2,7 @@
 //! allocator wrapper around the system one.
 
 mod common;
+#[path = "../../ferrovia-channel/tests/support/mod.rs"]
 mod support;
 
 use common::{WAIT, buf, pair, remote_rw};

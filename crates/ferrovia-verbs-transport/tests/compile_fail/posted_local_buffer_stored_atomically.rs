@@ -7,7 +7,7 @@ use ferrovia_channel::{Channel, Gather, SendWorkRequest, TransportError};
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let mut ch = Channel::builder().build().unwrap();
+    let mut ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let buf = ch.registry().alloc(64, RegisterOptions::local()).unwrap();
     ch.scope(|s| {
         let g = [Gather::of(&buf)?];

@@ -4,7 +4,7 @@ use ferrovia_channel::{Channel, ReceiveWorkRequest, Scatter};
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let mut ch = Channel::builder().build().unwrap();
+    let mut ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let mut inbox = ch
         .registry()
         .alloc(64, RegisterOptions::local().allow_remote_write())

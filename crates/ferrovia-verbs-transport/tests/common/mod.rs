@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use ferrovia_channel::{Channel, ChannelBuilder, MultiChannel};
+use ferrovia_channel::{Channel, MultiChannel};
 use ferrovia_mr::{Access, RegisterOptions, RegisteredBuffer, Shared};
 use ferrovia_verbs::{ConnectOptions, Context, ProtectionDomain};
+use ferrovia_verbs_transport::{VerbsBuilder, VerbsChannel, VerbsMultiChannel};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -15,8 +16,8 @@ pub fn pd() -> ProtectionDomain {
     ProtectionDomain::new(&ctx).unwrap()
 }
 
-pub fn builder(pd: &ProtectionDomain) -> ChannelBuilder {
-    Channel::builder().pd(pd)
+pub fn builder(pd: &ProtectionDomain) -> VerbsBuilder {
+    VerbsBuilder::default().pd(pd)
 }
 
 /// Two channels connected to each other.
@@ -50,7 +51,7 @@ pub fn star(n: usize) -> (MultiChannel, Vec<Channel>) {
 /// Like [`star`], with the hub built by `hub(builder)`.
 pub fn star_with(
     n: usize,
-    hub: impl FnOnce(ChannelBuilder) -> ChannelBuilder,
+    hub: impl FnOnce(VerbsBuilder) -> VerbsBuilder,
 ) -> (MultiChannel, Vec<Channel>) {
     let pd = pd();
     let mut m = hub(builder(&pd)).build_multi(n).unwrap();

@@ -10,6 +10,7 @@ use ferrovia_channel::{
     Gather, ReceiveWorkRequest, Scatter, ScopeError, SendWorkRequest, TransportError,
 };
 use ferrovia_mr::RegisterOptions;
+use ferrovia_verbs_transport::VerbsChannel;
 
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]

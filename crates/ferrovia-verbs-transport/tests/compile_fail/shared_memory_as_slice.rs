@@ -9,7 +9,7 @@ fn spin(plain: &[u8]) -> u8 {
 }
 
 fn main() {
-    let ch = Channel::builder().build().unwrap();
+    let ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let inbox = ch
         .registry()
         .alloc(64, RegisterOptions::local().allow_remote_write())

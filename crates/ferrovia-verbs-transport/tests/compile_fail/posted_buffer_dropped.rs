@@ -4,7 +4,7 @@ use ferrovia_channel::{Channel, Gather, SendWorkRequest, TransportError};
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let mut ch = Channel::builder().build().unwrap();
+    let mut ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let registry = ch.registry().clone();
     let mut memory = vec![0u8; 8];
     let slice = registry.register_slice(&mut memory, RegisterOptions::local()).unwrap();

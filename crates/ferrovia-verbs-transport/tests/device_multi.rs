@@ -9,6 +9,7 @@ use ferrovia_channel::{
     WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
+use ferrovia_verbs_transport::VerbsMultiChannel;
 
 const PEERS: usize = 3;
 

@@ -3,7 +3,7 @@ use ferrovia_channel::{Channel, Gather, SendWorkRequest, TransportError};
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let mut ch = Channel::builder().build().unwrap();
+    let mut ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let registry = ch.registry().clone();
     ch.scope(|s| {
         let local = registry.register_buffer(vec![0u8; 8], RegisterOptions::local())?;

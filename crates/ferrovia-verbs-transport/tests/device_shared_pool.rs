@@ -11,6 +11,7 @@ use ferrovia_channel::{
 };
 use ferrovia_mr::RegisterOptions;
 use ferrovia_types::WcStatus;
+use ferrovia_verbs_transport::VerbsMultiChannel;
 
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]

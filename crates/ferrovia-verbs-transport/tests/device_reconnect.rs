@@ -10,10 +10,13 @@ use std::time::Duration;
 use common::{WAIT, buf, pair_with, pattern, star_with};
 use ferrovia_channel::{
     ChannelConfig, Gather, MultiChannel, PeerReceiveWorkRequest, PeerSendWorkRequest,
-    ReceiveWorkRequest, Scatter, ScopeError, SendWorkRequest, TransportError, VerbsTransport,
+    ReceiveWorkRequest, Scatter, ScopeError, SendWorkRequest, TransportError,
 };
-use ferrovia_mr::{MrRegistry, RegisterOptions};
+use ferrovia_mr::RegisterOptions;
 use ferrovia_verbs::ConnectOptions;
+use ferrovia_verbs_transport::{
+    VerbsChannel, VerbsConfig, VerbsMultiChannel, VerbsTransport, registry,
+};
 
 const DRAIN: Duration = Duration::from_millis(200);
 
@@ -160,12 +163,13 @@ fn one_message(from: &mut MultiChannel, to: &mut MultiChannel, seed: u8) {
 fn transport_pair(pd: &ferrovia_verbs::ProtectionDomain) -> (MultiChannel, MultiChannel) {
     let mut cfg = ChannelConfig::default();
     cfg.drain_deadline = DRAIN;
-    let ta = VerbsTransport::new(pd, 1, &cfg).unwrap();
-    let tb = VerbsTransport::new(pd, 1, &cfg).unwrap();
+    let verbs = VerbsConfig::default();
+    let ta = VerbsTransport::new(pd, 1, &cfg, &verbs).unwrap();
+    let tb = VerbsTransport::new(pd, 1, &cfg, &verbs).unwrap();
     ta.connect(0, &tb.endpoint(0).unwrap()).unwrap();
     tb.connect(0, &ta.endpoint(0).unwrap()).unwrap();
-    let a = MultiChannel::over(Arc::new(ta), MrRegistry::new(pd), cfg.clone());
-    let b = MultiChannel::over(Arc::new(tb), MrRegistry::new(pd), cfg);
+    let a = MultiChannel::over(Arc::new(ta), registry(pd), cfg.clone());
+    let b = MultiChannel::over(Arc::new(tb), registry(pd), cfg);
     (a, b)
 }
 

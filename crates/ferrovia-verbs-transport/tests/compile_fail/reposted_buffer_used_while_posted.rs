@@ -6,7 +6,7 @@ use ferrovia_channel::{Channel, ReceiveWorkRequest, Scatter, TransportError};
 use ferrovia_mr::RegisterOptions;
 
 fn main() {
-    let mut ch = Channel::builder().build().unwrap();
+    let mut ch: Channel = ferrovia_verbs_transport::VerbsBuilder::default().build().unwrap();
     let mut inbox = ch.registry().register_buffer(vec![0u8; 8], RegisterOptions::local()).unwrap();
     ch.scope(|s| {
         let h = s.post_receive(ReceiveWorkRequest::new(Scatter::of(&mut inbox)?))?;
