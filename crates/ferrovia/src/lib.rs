@@ -9,14 +9,16 @@
 //! | `sys` | `ferrovia-sys` | raw libibverbs bindings: the documented escape hatch (feature `verbs`) |
 //! | `verbs` | `ferrovia-verbs` | safe RAII verbs objects: device, context, PD, CQ, RC QP, MR (feature `verbs`) |
 //! | [`mr`] | `ferrovia-mr` | memory-region registry, views, remote descriptors |
-//! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests |
+//! | [`channel`] | `ferrovia-channel` | scoped posting: `Channel`, `MultiChannel`, work requests; no backend |
+//! | `verbs_transport` | `ferrovia-verbs-transport` | the verbs backend: `VerbsBuilder`, endpoints and reconnects, the PD registrar (feature `verbs`) |
 //! | [`node`] | `ferrovia-node` | the multi-peer `Node`: launchers, rendezvous, barrier |
 //! | `ucx` | `ferrovia-ucx` | the UCX fallback transport (feature `ucx`) |
 //! | `asynchronous` | `ferrovia-async` | operations as tokio futures that own their buffers (feature `async`) |
 //! | `transfer` | `ferrovia-transfer` | batches of descriptors to many peers over several rails, notifications, failover (feature `transfer`) |
 //!
 //! # Features
-//! - `verbs` (default): the verbs layers and `Channel`, and the [`Node`]
+//! - `verbs` (default): the verbs layers and backend (`VerbsBuilder`
+//!   builds a `Channel` on a device), and the [`Node`]
 //!   backend on RDMA devices. Needs rdma-core's headers at build time;
 //!   libibverbs is loaded at run time, so a program built with it starts
 //!   where libibverbs is missing and picks UCX (an `info` log says why).

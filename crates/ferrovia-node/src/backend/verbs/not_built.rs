@@ -16,12 +16,13 @@ fn not_built() -> NodeError {
     .into()
 }
 
-/// Nothing to set: no verbs in this build.
+/// Nothing to set: no verbs in this build. (Not a unit struct, so
+/// `Settings::default()` reads the same in both builds.)
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Settings;
+pub(crate) struct Settings(());
 
 pub(crate) fn default_settings() -> Settings {
-    Settings
+    Settings::default()
 }
 
 pub(crate) fn with_device(_: &mut Settings) -> Result<(), NodeError> {
