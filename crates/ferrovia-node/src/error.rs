@@ -487,8 +487,4 @@ pub enum NodeError {
         #[source]
         source: Box<NodeError>,
     },
-    /// Setting up the UCX backend.
-    #[cfg(feature = "ucx")]
-    #[error(transparent)]
-    Ucx(#[from] ferrovia_ucx::UcxError),
 }

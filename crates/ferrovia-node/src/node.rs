@@ -6,14 +6,10 @@ use std::time::Duration;
 
 use ferrovia_channel::{
     ChannelBuilder, ChannelConfig, ChannelCore, Gather, MultiChannel, MultiPeer,
-    PeerWriteWorkRequest, PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled,
-    WriteWorkRequest, run_scope,
+    PeerWriteWorkRequest, PollingScope, ScopeError, ScopeTarget, Transport, TransportError,
+    Unpolled, WriteWorkRequest, run_scope,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
-#[cfg(feature = "verbs")]
-use ferrovia_verbs::ProtectionDomain;
-#[cfg(feature = "verbs")]
-use ferrovia_verbs_transport::{VerbsConfig, VerbsMultiChannel};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{self, Link, Opened, Renewer};
@@ -200,7 +196,7 @@ impl NodeBuilder {
     /// with an active port, and transport timeouts short enough that a
     /// dead peer surfaces in well under a second).
     #[cfg(feature = "verbs")]
-    pub fn verbs(mut self, verbs: VerbsConfig) -> Self {
+    pub fn verbs(mut self, verbs: ferrovia_verbs_transport::VerbsConfig) -> Self {
         self.verbs = self.verbs.with_config(verbs);
         self
     }
@@ -402,10 +398,11 @@ impl Node {
         self.multi.stale_dropped()
     }
 
-    /// The shared protection domain, on the verbs backend.
-    #[cfg(feature = "verbs")]
-    pub fn pd(&self) -> Option<&ProtectionDomain> {
-        self.multi.pd()
+    /// The transport underneath, as a `T` when it is one: on the verbs
+    /// backend `node.transport_as::<VerbsTransport>()` gives the queue
+    /// pairs and the protection domain (`VerbsTransport::pd`).
+    pub fn transport_as<T: Transport>(&self) -> Option<&T> {
+        self.multi.transport_as()
     }
 
     /// A registry for buffers used with this node.
@@ -524,9 +521,6 @@ pub trait NodeScope {
     fn rank(&self) -> usize;
     /// Number of ranks.
     fn world_size(&self) -> usize;
-    /// The shared protection domain, on the verbs backend.
-    #[cfg(feature = "verbs")]
-    fn pd(&self) -> Option<&ProtectionDomain>;
     /// The registry for buffers used with this node (any backend).
     fn registry(&self) -> &MrRegistry;
 }
@@ -554,11 +548,6 @@ impl NodeScope for PollingScope<'_, '_, Node> {
 
     fn world_size(&self) -> usize {
         self.target().world_size
-    }
-
-    #[cfg(feature = "verbs")]
-    fn pd(&self) -> Option<&ProtectionDomain> {
-        self.target().pd()
     }
 
     fn registry(&self) -> &MrRegistry {

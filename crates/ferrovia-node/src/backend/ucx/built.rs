@@ -11,6 +11,12 @@ use ferrovia_ucx::{Exposure, UcxContext, UcxTransport};
 use crate::backend::{Link, RailConnected};
 use crate::error::{BootstrapError, NodeError};
 
+impl From<ferrovia_ucx::UcxError> for NodeError {
+    fn from(e: ferrovia_ucx::UcxError) -> Self {
+        NodeError::Transport(ferrovia_channel::TransportError::Backend(Box::new(e)))
+    }
+}
+
 /// UCX is in this build: the node falls back to it where verbs fails.
 pub(crate) const BUILT: bool = true;
 
