@@ -19,10 +19,9 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use ferrovia_async::{Async, AsyncConfig};
-use ferrovia_channel::{
-    ChannelConfig, ChannelCore, Completion, MultiChannel, OwnedBuf, OwnedOp, OwnedPoll, RecvOp,
-    ScopeTarget, SendOp, Transport, TransportResult,
-};
+use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
+use ferrovia_channel::{ChannelConfig, MultiChannel, OwnedBuf, ScopeTarget, TransportResult};
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions, RegisteredKeys, Registrar};
 use ferrovia_types::AccessFlags;
 use parking_lot::Mutex;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Duration;
 
-use ferrovia_channel::{ChannelCore, MultiChannel, OwnedTicket, ScopeTarget};
+use ferrovia_channel::engine::{ChannelCore, OwnedTicket};
+use ferrovia_channel::{MultiChannel, ScopeTarget};
 use ferrovia_mr::MrRegistry;
 use ferrovia_node::Node;
 use parking_lot::Mutex;

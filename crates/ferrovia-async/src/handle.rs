@@ -4,7 +4,8 @@ use std::ops::Range;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use ferrovia_channel::{AtomicOp, OwnedOp, Returned};
+use ferrovia_channel::engine::OwnedOp;
+use ferrovia_channel::{AtomicOp, Returned};
 use ferrovia_mr::{MrRegistry, RegisteredBuffer, RemoteMemoryRegion};
 
 use crate::buffer::{OpBuffer, Source};

@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ferrovia_channel::{
-    Completion, OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, TransportError,
-};
+use ferrovia_channel::engine::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
+use ferrovia_channel::transport::Completion;
+use ferrovia_channel::{OwnedBuf, TransportError};
 use ferrovia_mr::RegisteredBuffer;
 use ferrovia_types::{CompletionError, WcStatus};
 

@@ -9,9 +9,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use ferrovia_channel::{
-    ChannelCore, Completion, OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, TransportError,
-};
+use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll, OwnedTicket, Refused};
+use ferrovia_channel::transport::Completion;
+use ferrovia_channel::{OwnedBuf, TransportError};
 
 use crate::buffer::OpBuffer;
 use crate::engine::{Engine, with};

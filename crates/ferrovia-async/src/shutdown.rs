@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::Flushed;
+use ferrovia_channel::engine::Flushed;
 
 use crate::engine::{Target, with};
 use crate::error::AsyncError;
@@ -93,7 +93,7 @@ impl<T: Target> Async<T> {
     }
 
     /// Routes what completed (waking futures), then asks `f`.
-    fn look(&self, f: impl FnOnce(&ferrovia_channel::ChannelCore) -> usize) -> usize {
+    fn look(&self, f: impl FnOnce(&ferrovia_channel::engine::ChannelCore) -> usize) -> usize {
         with(&*self.inner, |core| {
             if let Err(e) = core.progress() {
                 log::warn!("ferrovia-async shutdown: polling the transport: {e}");

@@ -7,9 +7,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerSendWorkRequest, PeerWriteWorkRequest, SendWorkRequest,
-    TransportError, Unpolled, WriteWorkRequest, run_scope,
+    TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 

@@ -14,7 +14,7 @@ use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::multi::MultiChannel;
 use crate::request::{ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest};
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
-use crate::transport::Transport;
+use crate::seam::Transport;
 
 /// One reliable connection to one peer, with scoped posting.
 ///

@@ -10,8 +10,8 @@ use ferrovia_types::WcStatus;
 use crate::config::ChannelConfig;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{CHUNK, Completion, EMPTY_OP, SendOp};
+use crate::seam::Transport;
 use crate::slots::{ANY_PEER, Landing, Look, Slots, wr_id};
-use crate::transport::Transport;
 
 /// Completions routed per progress call.
 const BATCH: usize = 32;

@@ -7,8 +7,8 @@ use ferrovia_types::WcStatus;
 
 use crate::core::ChannelCore;
 use crate::error::DrainError;
+use crate::seam::SharedFlush;
 use crate::slots::error_of;
-use crate::transport::SharedFlush;
 
 /// How long flushed work may take to report back before the process is
 /// aborted rather than letting a borrow end under live DMA.

@@ -21,12 +21,13 @@
 //!   payloads go inline, and [`PollingScope::post_write_list`] posts a list
 //!   with one doorbell and selective signalling.
 //! - [`MultiChannel`]: one connection per peer sharing one completion stream.
-//! - [`Transport`]: the seam the core drives, with an event fd an event
+//! - [`Transport`](transport::Transport) (module [`transport`]): the seam the core drives, with an event fd an event
 //!   loop can sleep on. The backends implement it in crates of their own:
 //!   verbs RC queue pairs in `ferrovia-verbs-transport` (which builds
 //!   channels on a device and trades endpoints), UCX in `ferrovia-ucx`.
 //!   This crate knows neither.
-//! - Owned requests ([`OwnedOp`], [`ChannelCore::try_post_owned`]): the
+//! - Owned requests (module [`engine`]: `OwnedOp`,
+//!   `ChannelCore::try_post_owned`): the
 //!   engine, not a borrow, keeps the buffer until the completion; what
 //!   `ferrovia-async`'s futures post.
 //! - [`Pieces`]: one-sided work checked once and posted many times, in
@@ -58,26 +59,40 @@ mod rails;
 mod request;
 mod ring;
 mod scope;
+mod seam;
 mod slots;
-mod transport;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
 pub use channel::Channel;
 pub use config::ChannelConfig;
-pub use core::ChannelCore;
 pub use element::{Gather, Scatter};
 pub use error::{DrainError, ScopeError, TransportError, TransportResult};
 pub use multi::{MultiChannel, MultiPeer};
-pub use op::{Completion, OpKind, RecvOp, SendOp};
-pub use owned::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
 pub use owned_buf::{OwnedBuf, Returned};
-pub use owned_shutdown::Flushed;
 pub use pieces::{Lease, PieceError, PieceState, PieceTicket, Pieces};
 pub use rails::Rails;
 pub use request::{
     MAX_ELEMENTS, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,
 };
-pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone, run_scope};
-pub use transport::{SharedFlush, Transport};
+pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone};
+
+/// What a backend implements: the transport seam the core drives and the
+/// operations it posts through it (`ferrovia-verbs-transport`,
+/// `ferrovia-ucx`, a test double).
+pub mod transport {
+    pub use crate::op::{Completion, OpKind, RecvOp, SendOp};
+    pub use crate::seam::{SharedFlush, Transport};
+}
+
+/// What a layer built on the core uses: the core itself, its owned
+/// requests (an engine, not a borrow, keeps the buffer: `ferrovia-async`'s
+/// futures), their shutdown, and the scope runner for a target of its
+/// own (`ferrovia-node`'s `Node`).
+pub mod engine {
+    pub use crate::core::ChannelCore;
+    pub use crate::owned::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
+    pub use crate::owned_shutdown::Flushed;
+    pub use crate::scope::run_scope;
+}

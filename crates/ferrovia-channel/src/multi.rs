@@ -13,7 +13,7 @@ use crate::request::{
     ReceiveWorkRequest, SendWorkRequest,
 };
 use crate::scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, run_scope};
-use crate::transport::Transport;
+use crate::seam::Transport;
 
 /// A [`ScopeTarget`] with several peers, addressed by index: gives its
 /// scopes the `Peer*` posts and the scatter/gather/multicast posts.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, RecvOp, SendOp};
-use crate::transport::Transport;
+use crate::seam::Transport;
 
 /// How long a wait over several rails sleeps in one rail's wait before it
 /// looks at the others.

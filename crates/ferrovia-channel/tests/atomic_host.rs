@@ -3,9 +3,9 @@
 
 mod support;
 
+use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     AtomicWorkRequest, ChannelConfig, PeerAtomicWorkRequest, Scatter, TransportError, Unpolled,
-    run_scope,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use support::{Double, Mode};

@@ -8,9 +8,10 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerReceiveWorkRequest, PeerSendWorkRequest, ReceiveWorkRequest,
-    Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled, WriteWorkRequest, run_scope,
+    Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use support::{Double, Mode};

@@ -6,10 +6,11 @@ mod support;
 
 use std::hint::black_box;
 
+use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerWriteWorkRequest,
     PollingScope, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError, Unpolled,
-    WriteWorkRequest, run_scope,
+    WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use support::{Counting, CountingAlloc, count_allocations};

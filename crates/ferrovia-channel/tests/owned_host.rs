@@ -10,10 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
-use ferrovia_channel::{
-    ChannelConfig, ChannelCore, OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, Returned,
-    ScopeTarget, TransportError,
-};
+use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll, OwnedTicket, Refused};
+use ferrovia_channel::{ChannelConfig, OwnedBuf, Returned, ScopeTarget, TransportError};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion};
 use ferrovia_types::WcStatus;
 use support::{Double, Mode};
@@ -286,7 +284,7 @@ fn a_list_posts_in_chunks_with_one_signal_each_and_every_request_completes() {
 #[test]
 fn an_owned_receive_from_the_pool_names_its_sender() {
     use support::pool::PoolDouble;
-    let double = PoolDouble::new(4, 2, ferrovia_channel::SharedFlush::Reported);
+    let double = PoolDouble::new(4, 2, ferrovia_channel::transport::SharedFlush::Reported);
     let target = support::target(&double, cfg());
     let core = target.core();
     let registry = support::registry();

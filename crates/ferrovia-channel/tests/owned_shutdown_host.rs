@@ -8,9 +8,9 @@ mod support;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{
-    ChannelConfig, Flushed, OwnedBuf, OwnedOp, OwnedTicket, ScopeTarget, SharedFlush,
-};
+use ferrovia_channel::engine::{Flushed, OwnedOp, OwnedTicket};
+use ferrovia_channel::transport::SharedFlush;
+use ferrovia_channel::{ChannelConfig, OwnedBuf, ScopeTarget};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion};
 use ferrovia_types::WcStatus;
 use support::pool::PoolDouble;
@@ -30,7 +30,7 @@ fn buf(registry: &MrRegistry) -> RegisteredBuffer {
         .unwrap()
 }
 
-fn post(core: &ferrovia_channel::ChannelCore, op: OwnedOp) -> OwnedTicket {
+fn post(core: &ferrovia_channel::engine::ChannelCore, op: OwnedOp) -> OwnedTicket {
     match core.try_post_owned(op, None) {
         Ok(t) => t,
         Err(e) => panic!("refused: {e:?}"),

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use ferrovia_channel::engine::run_scope;
+use ferrovia_channel::transport::{OpKind, Transport};
 use ferrovia_channel::{
-    ChannelConfig, Lease, OpKind, PieceState, Pieces, Rails, ScopeTarget, Transport,
-    TransportError, Unpolled, run_scope,
+    ChannelConfig, Lease, PieceState, Pieces, Rails, ScopeTarget, TransportError, Unpolled,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 use ferrovia_types::{AccessFlags, WcStatus};

@@ -24,9 +24,10 @@ use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerSendWorkRequest, PeerWriteWorkRequest, SendWorkRequest,
-    TransportError, Unpolled, WriteWorkRequest, run_scope,
+    TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 

@@ -7,9 +7,10 @@ mod support;
 use std::cell::Cell;
 use std::time::Duration;
 
+use ferrovia_channel::engine::{ChannelCore, run_scope};
 use ferrovia_channel::{
-    ChannelConfig, ChannelCore, MultiPeer, PeerReceiveWorkRequest, ReceiveWorkRequest, Scatter,
-    ScopeError, ScopeTarget, TransportError, Unpolled, run_scope,
+    ChannelConfig, MultiPeer, PeerReceiveWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
+    ScopeTarget, TransportError, Unpolled,
 };
 use ferrovia_mr::RegisterOptions;
 use support::{Double, Mode};

@@ -8,9 +8,11 @@ mod support;
 
 use std::time::Duration;
 
+use ferrovia_channel::engine::run_scope;
+use ferrovia_channel::transport::SharedFlush;
 use ferrovia_channel::{
     ChannelConfig, Gather, PeerReceiveWorkRequest, PeerSendWorkRequest, ReceiveWorkRequest,
-    Scatter, ScopeError, SendWorkRequest, SharedFlush, TransportError, Unpolled, run_scope,
+    Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled,
 };
 use ferrovia_mr::RegisterOptions;
 use ferrovia_types::WcStatus;

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use ferrovia_channel::{ChannelBuilder, MultiChannel, Transport};
+use ferrovia_channel::transport::Transport;
+use ferrovia_channel::{ChannelBuilder, MultiChannel};
 use ferrovia_mr::MrRegistry;
 use serde::{Deserialize, Serialize};
 

@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{
-    OwnedBuf, OwnedOp, OwnedPoll, OwnedTicket, Refused, ScopeTarget, TransportError,
-};
+use ferrovia_channel::engine::{OwnedOp, OwnedPoll, OwnedTicket, Refused};
+use ferrovia_channel::{OwnedBuf, ScopeTarget, TransportError};
 use ferrovia_types::WcStatus;
 
 use crate::barrier::{Fabric, Landed, Member, QUERY_WAIT, Run, validate};

@@ -4,10 +4,11 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use ferrovia_channel::engine::{ChannelCore, run_scope};
+use ferrovia_channel::transport::Transport;
 use ferrovia_channel::{
-    ChannelBuilder, ChannelConfig, ChannelCore, Gather, MultiChannel, MultiPeer,
-    PeerWriteWorkRequest, PollingScope, ScopeError, ScopeTarget, Transport, TransportError,
-    Unpolled, WriteWorkRequest, run_scope,
+    ChannelBuilder, ChannelConfig, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
+    PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
 use serde::{Deserialize, Serialize};

@@ -18,7 +18,7 @@ mod side;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::Transport;
+use ferrovia_channel::transport::Transport;
 use ferrovia_mr::MrRegistry;
 use serde::{Deserialize, Serialize};
 

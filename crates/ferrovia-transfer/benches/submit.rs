@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use ferrovia_channel::{ChannelConfig, Transport};
+use ferrovia_channel::ChannelConfig;
+use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
 use ferrovia_transfer::{DescriptorList, Op, RemoteSegment, TransferEngine};
 use support::{Counting, registry};

@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{
-    ChannelCore, Lease, OpKind, PieceError, PieceState, PieceTicket, TransportError,
-};
+use ferrovia_channel::engine::ChannelCore;
+use ferrovia_channel::transport::OpKind;
+use ferrovia_channel::{Lease, PieceError, PieceState, PieceTicket, TransportError};
 use ferrovia_types::{CompletionError, WcClass, WcStatus};
 
 use crate::error::TransferError;

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use ferrovia_channel::engine::run_scope;
+use ferrovia_channel::transport::Transport;
 use ferrovia_channel::{
-    ChannelConfig, Lease, MultiChannel, PollingScope, Rails, ScopeError, Transport, Unpolled,
-    run_scope,
+    ChannelConfig, Lease, MultiChannel, PollingScope, Rails, ScopeError, Unpolled,
 };
 use ferrovia_mr::{Access, MrRegistry, RegisterOptions, Shared};
 use ferrovia_node::{Node, RailSpec};
@@ -386,7 +387,7 @@ impl TransferEngine {
     }
 
     /// The rails' channel core (owned batches post and poll through it).
-    pub(crate) fn core(&self) -> &ferrovia_channel::ChannelCore {
+    pub(crate) fn core(&self) -> &ferrovia_channel::engine::ChannelCore {
         use ferrovia_channel::ScopeTarget;
         self.multi.core()
     }

@@ -18,7 +18,8 @@ use std::ops::Range;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{ChannelCore, OwnedBuf, OwnedOp, OwnedPoll, Refused};
+use ferrovia_channel::OwnedBuf;
+use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll, Refused};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer, Shared};
 use ferrovia_types::WcClass;
 

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{ChannelCore, Lease, OpKind, PieceTicket, TransportError};
+use ferrovia_channel::engine::ChannelCore;
+use ferrovia_channel::transport::OpKind;
+use ferrovia_channel::{Lease, PieceTicket, TransportError};
 
 use crate::batch::{Flight, Op, Poster, Report};
 use crate::error::{Rejected, TransferError};

@@ -6,9 +6,10 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use ferrovia_channel::engine::ChannelCore;
+use ferrovia_channel::transport::OpKind;
 use ferrovia_channel::{
-    ChannelCore, Lease, MultiChannel, OpKind, PieceTicket, PollingScope, ScopeTarget,
-    TransportError,
+    Lease, MultiChannel, PieceTicket, PollingScope, ScopeTarget, TransportError,
 };
 
 use crate::batch::{Flight, Op, Poster, Report};

@@ -7,7 +7,7 @@ mod support;
 
 use std::sync::Arc;
 
-use ferrovia_channel::Transport;
+use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
 use ferrovia_transfer::{DescriptorList, Op, TransferEngine, TransferError, target_options};
 use support::{Counting, registry};

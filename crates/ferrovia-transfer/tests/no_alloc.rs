@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use ferrovia_channel::Transport;
+use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
 use ferrovia_transfer::{DescriptorList, Op, TransferEngine};
 use support::{Counting, registry};

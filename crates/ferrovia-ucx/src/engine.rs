@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
-use ferrovia_channel::Completion;
+use ferrovia_channel::transport::Completion;
 
 use crate::context::ContextHandle;
 use crate::control::AM_ID;
@@ -261,7 +261,7 @@ impl Engine {
 
     /// Posts receives from `peer` from the caller's thread, which holds the
     /// engine: commands queued meanwhile go first.
-    pub(crate) fn post_recvs(&mut self, peer: usize, ops: &[ferrovia_channel::RecvOp]) {
+    pub(crate) fn post_recvs(&mut self, peer: usize, ops: &[ferrovia_channel::transport::RecvOp]) {
         self.stats.direct_posts += 1;
         self.drain_commands();
         for op in ops {
@@ -276,7 +276,7 @@ impl Engine {
 
     /// Posts receives to the shared pool (any sender) from the caller's
     /// thread, which holds the engine: commands queued meanwhile go first.
-    pub(crate) fn post_pool_recvs(&mut self, ops: &[ferrovia_channel::RecvOp]) {
+    pub(crate) fn post_pool_recvs(&mut self, ops: &[ferrovia_channel::transport::RecvOp]) {
         self.stats.direct_posts += 1;
         self.drain_commands();
         for op in ops {
@@ -311,7 +311,7 @@ impl Engine {
 
     /// Posts a receive from `peer`, or completes it with an error if the
     /// peer does not exist or failed.
-    pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::RecvOp) {
+    pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::transport::RecvOp) {
         let status = match self.peers.get(peer) {
             None => ffi::UCS_ERR_INVALID_PARAM,
             Some(p) if p.failed.is_some() => ffi::UCS_ERR_CANCELED,

@@ -3,7 +3,7 @@
 //! transports) on machines without an RDMA device.
 //!
 //! - [`UcxTransport`] implements the channel core's
-//!   [`Transport`](ferrovia_channel::Transport) seam with verbs semantics:
+//!   [`Transport`](ferrovia_channel::transport::Transport) seam with verbs semantics:
 //!   per-peer ordered sends that each consume one posted receive (tagged
 //!   messages carrying the sender and the immediate), a message longer than
 //!   the receive is a length error (`IBV_WC_LOC_LEN_ERR`), RDMA write and
@@ -76,5 +76,5 @@ pub use error::UcxError;
 pub use exposure::Exposure;
 pub use keys::UcxRegistrar;
 pub use transport::UcxTransport;
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub use transport::{PostStats, ProgressStall};

@@ -6,7 +6,8 @@
 //! elements translated before UCX sees it; every other goes as it is (one
 //! bit test per element).
 
-use ferrovia_channel::{RecvOp, SendOp, TransportError, TransportResult};
+use ferrovia_channel::transport::{RecvOp, SendOp};
+use ferrovia_channel::{TransportError, TransportResult};
 use ferrovia_types::Sge;
 
 use crate::error::UcxError;

@@ -11,7 +11,7 @@
 //! stand back for user turns: the event loop's last poll before it sleeps
 //! takes one, and standing back then would leave nobody progressing.
 //!
-//! [`Transport::event_fd`]: ferrovia_channel::Transport::event_fd
+//! [`Transport::event_fd`]: ferrovia_channel::transport::Transport::event_fd
 
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::collections::hash_map::{self, HashMap};
 
-use ferrovia_channel::{OpKind, SendOp};
+use ferrovia_channel::transport::{OpKind, SendOp};
 
 use crate::ffi;
 use crate::keys::KeyInfo;

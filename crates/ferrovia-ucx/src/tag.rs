@@ -21,7 +21,8 @@
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
-use ferrovia_channel::{Completion, MAX_ELEMENTS, RecvOp};
+use ferrovia_channel::MAX_ELEMENTS;
+use ferrovia_channel::transport::{Completion, RecvOp};
 use ferrovia_types::Sge;
 
 use crate::engine::token::{RECV, token, user_data};

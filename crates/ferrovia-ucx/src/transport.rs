@@ -6,15 +6,19 @@ use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{
-    Completion, RecvOp, SendOp, SharedFlush, Transport, TransportError, TransportResult,
-};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, SharedFlush, Transport};
+use ferrovia_channel::{TransportError, TransportResult};
 
 use crate::context::UcxContext;
 use crate::engine::{self, Cmd, EngineCell, Shared};
 use crate::error::UcxError;
 use crate::keys::{KeyDirectory, UcxRegistrar};
 use crate::local_addr;
+
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
+#[cfg(feature = "test-hooks")]
+pub use test_hooks::{PostStats, ProgressStall};
 
 /// How long `wait` polls before it sleeps.
 const WAIT_SPIN: Duration = Duration::from_micros(50);
@@ -109,38 +113,6 @@ impl UcxTransport {
         self.shared.stale.load(SeqCst)
     }
 
-    /// Sends raw bytes on the control channel to `peer`: for tests that a
-    /// malformed message is dropped and counted.
-    ///
-    /// # Safety
-    /// `bytes` must not be a well-formed key reply: a peer that asked for
-    /// that key would hand its packed rkey to `ucp_ep_rkey_unpack`, which
-    /// takes no length and trusts the bytes.
-    #[doc(hidden)]
-    pub unsafe fn send_raw_control(&self, peer: usize, bytes: Vec<u8>) {
-        self.shared.send(Cmd::RawControl { peer, bytes });
-    }
-
-    /// Stops this transport's progress (no thread turns its worker) until
-    /// the returned guard drops: for tests of a peer that stops answering.
-    #[doc(hidden)]
-    pub fn stall_progress(&self) -> ProgressStall<'_> {
-        ProgressStall {
-            _engine: self.engine.lock(),
-        }
-    }
-
-    /// How posts reached the worker so far (tests of the posting paths).
-    #[doc(hidden)]
-    pub fn post_stats(&self) -> PostStats {
-        let e = self.engine.lock();
-        PostStats {
-            direct: e.stats.direct_posts,
-            queued: self.shared.queued_posts.load(SeqCst),
-            endpoint_flushes: e.stats.endpoint_flushes,
-        }
-    }
-
     fn check(&self, peer: usize) -> TransportResult<()> {
         let count = self.peers();
         if peer >= count {
@@ -191,32 +163,6 @@ impl UcxTransport {
             }
         }
         n
-    }
-}
-
-/// Counts of a transport's posting paths (tests only).
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PostStats {
-    /// `post_send`/`post_recv` calls issued by the calling thread itself.
-    pub direct: u64,
-    /// Calls whose ops went through the command queue (the engine was
-    /// busy).
-    pub queued: u64,
-    /// Endpoint flushes issued to complete writes.
-    pub endpoint_flushes: u64,
-}
-
-/// Holds a transport's engine so nothing progresses it (tests only).
-#[doc(hidden)]
-#[must_use]
-pub struct ProgressStall<'a> {
-    _engine: parking_lot::MutexGuard<'a, crate::engine::Engine>,
-}
-
-impl std::fmt::Debug for ProgressStall<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProgressStall")
     }
 }
 

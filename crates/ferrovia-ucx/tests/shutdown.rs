@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ferrovia_channel::Transport;
+use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
 use ferrovia_types::WcClass;
 use ferrovia_ucx::UcxTransport;

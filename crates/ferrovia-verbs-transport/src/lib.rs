@@ -3,7 +3,7 @@
 //!
 //! - [`VerbsTransport`]: one RC queue pair per peer in a protection
 //!   domain, sharing one completion queue (and, with a shared receive
-//!   pool, one shared receive queue), as a `ferrovia_channel::Transport`.
+//!   pool, one shared receive queue), as a `ferrovia_channel::transport::Transport`.
 //! - [`VerbsBuilder`]: opens the device (`FERROVIA_DEVICE`, else the first
 //!   with an active port) and builds a transport, a `MultiChannel` or a
 //!   `Channel` on it, with the channel's settings and the verbs ones

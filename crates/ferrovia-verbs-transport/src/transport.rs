@@ -9,10 +9,8 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ferrovia_channel::{
-    ChannelConfig, Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport, TransportError,
-    TransportResult,
-};
+use ferrovia_channel::transport::{Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport};
+use ferrovia_channel::{ChannelConfig, TransportError, TransportResult};
 use ferrovia_verbs::{
     AsyncEvent, CompletionQueue, ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps,
     QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,

@@ -114,7 +114,7 @@ fn serve(listener: &Listener, n: usize) -> Result<(), Box<dyn Error>> {
 fn client(addr: SocketAddr, name: &str) -> Result<(), Box<dyn Error>> {
     let started = Instant::now();
     let mut channel = loop {
-        match ferrovia::connect(addr, name.as_bytes(), WAIT) {
+        match ferrovia::node::connect(addr, name.as_bytes(), WAIT) {
             Ok(c) => break c,
             Err(ConnectError::NotListening { .. } | ConnectError::Unreachable { .. })
                 if started.elapsed() < WAIT =>

@@ -163,9 +163,9 @@ pub use ferrovia_verbs as verbs;
 pub use ferrovia_verbs_transport as verbs_transport;
 
 #[cfg(feature = "async")]
-pub use ferrovia_async::{
-    Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode, Done, Failed, Op,
-};
+// `Op`, `Done` and `Failed` stay in `ferrovia::asynchronous`: generic
+// names a program meets through `AsyncNode`'s methods, not types it types.
+pub use ferrovia_async::{Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode};
 pub use ferrovia_channel::{
     AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, DrainError, Gather, MultiChannel,
     PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
@@ -181,7 +181,6 @@ pub use ferrovia_node::{
     ACCEPT_DATA_MAX, AbandonCause, Backend, BarrierAlgorithm, BarrierError, BootstrapError,
     CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node,
     NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, Rail, RailError, RailSpec,
-    connect,
 };
 // `Op` and `Report` stay in `ferrovia::transfer` (the async layer has an
 // `Op` of its own).

@@ -277,8 +277,8 @@ impl Bench {
 
 enum Pending {
     List(ferrovia::asynchronous::OpList<Arc<ferrovia::RegisteredBuffer>>),
-    Src(ferrovia::Op<Arc<ferrovia::RegisteredBuffer>>),
-    Dst(ferrovia::Op<ferrovia::RegisteredBuffer>),
+    Src(ferrovia::asynchronous::Op<Arc<ferrovia::RegisteredBuffer>>),
+    Dst(ferrovia::asynchronous::Op<ferrovia::RegisteredBuffer>),
 }
 
 impl Pending {

@@ -11,10 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use ferrovia_channel::{
-    ChannelConfig, ChannelCore, Completion, MultiPeer, RecvOp, ScopeTarget, SendOp, Transport,
-    TransportError, TransportResult,
-};
+use ferrovia_channel::engine::ChannelCore;
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
+use ferrovia_channel::{ChannelConfig, MultiPeer, ScopeTarget, TransportError, TransportResult};
 use ferrovia_mr::{MrError, MrRegistry, RegisteredKeys, Registrar};
 use ferrovia_types::{AccessFlags, WcStatus};
 use parking_lot::Mutex;

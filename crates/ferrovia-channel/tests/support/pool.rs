@@ -6,9 +6,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrovia_channel::{
-    Completion, RecvOp, SendOp, SharedFlush, Transport, TransportError, TransportResult,
-};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, SharedFlush, Transport};
+use ferrovia_channel::{TransportError, TransportResult};
 use ferrovia_types::WcStatus;
 use parking_lot::Mutex;
 

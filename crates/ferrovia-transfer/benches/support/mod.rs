@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportError, TransportResult};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
+use ferrovia_channel::{TransportError, TransportResult};
 use ferrovia_mr::{MrError, MrRegistry, RegisteredKeys, Registrar};
 use ferrovia_types::AccessFlags;
 

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use ferrovia_channel::Completion;
+use ferrovia_channel::transport::Completion;
 use ferrovia_types::WcStatus;
 
 use super::Engine;

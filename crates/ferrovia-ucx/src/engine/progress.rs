@@ -12,7 +12,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crossbeam::queue::SegQueue;
-use ferrovia_channel::{Completion, RecvOp, SendOp};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp};
 use parking_lot::{Condvar, Mutex};
 
 use super::Engine;

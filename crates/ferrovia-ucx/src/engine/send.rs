@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
-use ferrovia_channel::{OpKind, SendOp};
+use ferrovia_channel::transport::{OpKind, SendOp};
 use ferrovia_types::AccessFlags;
 
 use super::request::send_param;

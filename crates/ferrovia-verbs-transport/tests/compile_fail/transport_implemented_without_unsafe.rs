@@ -2,7 +2,8 @@
 // flushes), so implementing `Transport` is unsafe.
 use std::time::Duration;
 
-use ferrovia_channel::{Completion, RecvOp, SendOp, Transport, TransportResult};
+use ferrovia_channel::{TransportResult};
+use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
 
 struct Liar;
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, Transport};
+use ferrovia_channel::transport::Transport;
+use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel};
 use ferrovia_mr::MrRegistry;
 use ferrovia_ucx::{Exposure, UcxContext, UcxTransport};
 

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, Transport, TransportError};
+use ferrovia_channel::transport::Transport;
+use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, TransportError};
 use ferrovia_mr::MrRegistry;
 use ferrovia_verbs::{ConnectOptions, Context, Endpoint, ProtectionDomain};
 use ferrovia_verbs_transport::{

@@ -6,7 +6,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, Transport};
+use ferrovia_channel::transport::Transport;
+use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig};
 use ferrovia_mr::MrRegistry;
 use ferrovia_ucx::{Exposure, UcxContext, UcxError, UcxTransport, UcxTransportBuilder};
 

@@ -7,8 +7,9 @@ use crate::error::{TransportError, TransportResult};
 use crate::op::{Completion, RecvOp, SendOp};
 
 /// A set of reliable connections to peers (indexed `0..peers()`) sharing
-/// one completion stream. Verbs RC queue pairs implement it here; the UCX
-/// transport implements it in `ferrovia-ucx`.
+/// one completion stream. Each backend implements it in its own crate:
+/// verbs RC queue pairs in `ferrovia-verbs-transport`, UCX endpoints in
+/// `ferrovia-ucx`.
 ///
 /// Completions of one peer's send queue arrive in posting order, and an
 /// unsignalled send is complete once a later send of the same peer
