@@ -122,7 +122,7 @@ impl ChannelCore {
         (!self.scope_open.replace(true)).then_some(ScopeGuard(&self.scope_open))
     }
 
-    /// Keeps scopes out of this engine for good: [`run_scope`](crate::run_scope)
+    /// Keeps scopes out of this engine for good: [`run_scope`](crate::engine::run_scope)
     /// fails with [`ScopeError::Nested`](crate::ScopeError::Nested) from
     /// now on. For an owner of owned requests (an async layer) that must
     /// not have them settled by a scope's drain behind its back. False if

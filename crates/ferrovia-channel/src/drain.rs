@@ -143,7 +143,7 @@ impl ChannelCore {
         }
     }
 
-    /// Stops the shared pool (see [`Transport::flush_shared`](crate::Transport::flush_shared));
+    /// Stops the shared pool (see [`Transport::flush_shared`](crate::transport::Transport::flush_shared));
     /// whether its receives stay silent. A silent stop leaves every
     /// connection in the error state and the pool taking no more.
     pub(crate) fn stop_pool(&self) -> crate::TransportResult<bool> {

@@ -480,17 +480,17 @@ impl ChannelCore {
         &self.cfg
     }
 
-    /// The transport's event fd ([`Transport::event_fd`](crate::Transport::event_fd)).
+    /// The transport's event fd ([`Transport::event_fd`](crate::transport::Transport::event_fd)).
     pub fn event_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.transport.event_fd()
     }
 
-    /// Arms the transport's event fd ([`Transport::arm`](crate::Transport::arm)).
+    /// Arms the transport's event fd ([`Transport::arm`](crate::transport::Transport::arm)).
     pub fn arm(&self) -> TransportResult<()> {
         self.transport.arm()
     }
 
-    /// Consumes the event fd's readiness ([`Transport::ack_events`](crate::Transport::ack_events)).
+    /// Consumes the event fd's readiness ([`Transport::ack_events`](crate::transport::Transport::ack_events)).
     pub fn ack_events(&self) -> TransportResult<()> {
         self.transport.ack_events()
     }

@@ -32,7 +32,7 @@ pub(crate) struct PieceOp {
 /// checked when pushed (the local range inside the registration, the
 /// remote range of the same length), posted by
 /// [`PollingScope::post_pieces`](crate::PollingScope::post_pieces) or
-/// [`ChannelCore::post_pieces_owned`](crate::ChannelCore::post_pieces_owned)
+/// [`ChannelCore::post_pieces_owned`](crate::engine::ChannelCore::post_pieces_owned)
 /// as writes or reads, under a [`Lease`] of the local bytes.
 ///
 /// The registration (its keys) stays alive with the pieces. The remote
@@ -333,7 +333,7 @@ impl Lease<'static> {
 }
 
 /// A posted run of pieces, to ask about with
-/// [`ChannelCore::poll_piece`](crate::ChannelCore::poll_piece): an id, not
+/// [`ChannelCore::poll_piece`](crate::engine::ChannelCore::poll_piece): an id, not
 /// a borrow (a stale one is simply gone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PieceTicket {
@@ -359,7 +359,7 @@ pub enum PieceState {
     Done,
     /// The run's last piece completed with an error (an earlier piece's
     /// error, if any, is in
-    /// [`ChannelCore::take_piece_errors`](crate::ChannelCore::take_piece_errors));
+    /// [`ChannelCore::take_piece_errors`](crate::engine::ChannelCore::take_piece_errors));
     /// the ticket is used up.
     Failed(CompletionError),
     /// No such run (already taken, or never posted here).

@@ -259,7 +259,7 @@ impl ChannelCore {
     /// transport refuses them, their slots are freed (none went).
     ///
     /// # Safety
-    /// As [`Transport::post_send`](crate::Transport::post_send): every
+    /// As [`Transport::post_send`](crate::transport::Transport::post_send): every
     /// op's local and remote memory stays valid, and untouched by the
     /// program where the device writes it, until the transport reports
     /// the op.

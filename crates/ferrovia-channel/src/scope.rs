@@ -16,7 +16,7 @@ use crate::slots::Landing;
 
 /// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel), or a type built on a
-/// [`ChannelCore`] over any [`Transport`](crate::Transport).
+/// [`ChannelCore`] over any [`Transport`](crate::transport::Transport).
 pub trait ScopeTarget {
     /// The engine posts go through. A scope asks once, when it opens, and
     /// posts to and drains that engine only.

@@ -52,7 +52,9 @@ pub(crate) enum Cmd {
         addresses: Vec<Vec<u8>>,
         reply: mpsc::Sender<Result<(), UcxError>>,
     },
-    /// Raw bytes on the control channel (tests of the malformed path).
+    /// Raw bytes on the control channel (tests of the malformed path):
+    /// sent only by the `test-hooks` feature's `send_raw_control`.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
     RawControl {
         peer: usize,
         bytes: Vec<u8>,
