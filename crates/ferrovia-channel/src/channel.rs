@@ -55,7 +55,7 @@ impl std::fmt::Debug for Channel {
 impl Channel {
     /// A channel over a [`MultiChannel`] of exactly one peer.
     pub fn from_multi(multi: MultiChannel) -> TransportResult<Channel> {
-        match multi.num_channels() {
+        match multi.peers() {
             1 => Ok(Channel { multi, peer: None }),
             n => Err(TransportError::Config(format!(
                 "a channel has exactly one peer; this transport has {n}"

@@ -87,7 +87,7 @@ impl MultiChannel {
 
     /// The transport as a `T`, for `peer`, which must exist.
     fn backend<T: Transport>(&self, peer: usize) -> TransportResult<&T> {
-        let count = self.num_channels();
+        let count = self.peers();
         if peer >= count {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
@@ -115,7 +115,7 @@ impl MultiChannel {
     /// [`TransportError::Broken`] until then. A verbs channel may also use
     /// `VerbsMultiChannel::reconnect`, which speaks in endpoints.
     pub fn renew_transport(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
-        let count = self.num_channels();
+        let count = self.peers();
         if peer >= count {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
@@ -140,7 +140,7 @@ impl MultiChannel {
     }
 
     /// Number of peers (connections).
-    pub fn num_channels(&self) -> usize {
+    pub fn peers(&self) -> usize {
         self.core.peers()
     }
 
@@ -326,7 +326,7 @@ impl<'scope, 'env, C: MultiPeer + ?Sized> PollingScope<'scope, 'env, C> {
     }
 
     /// Number of peers.
-    pub fn num_channels(&self) -> usize {
+    pub fn peers(&self) -> usize {
         self.core().peers()
     }
 }

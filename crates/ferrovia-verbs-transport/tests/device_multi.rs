@@ -17,7 +17,7 @@ const PEERS: usize = 3;
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn every_operation_with_three_peers() {
     let (mut hub, mut leaves) = star(PEERS);
-    assert_eq!(hub.num_channels(), PEERS);
+    assert_eq!(hub.peers(), PEERS);
     let out: Vec<_> = (0..PEERS)
         .map(|i| buf(&leaves[i], &pattern(100, i as u8), RegisterOptions::local()))
         .collect();
@@ -45,7 +45,7 @@ fn every_operation_with_three_peers() {
         .unwrap();
 
     hub.scope(|s| {
-        assert_eq!(s.num_channels(), PEERS);
+        assert_eq!(s.peers(), PEERS);
         // Gather-receive one message from every peer.
         let (bytes, reg) = hub_in.split_mut();
         let mut wrs = Vec::new();
