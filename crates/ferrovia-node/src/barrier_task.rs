@@ -118,14 +118,7 @@ impl OwnedFabric<'_> {
         dst_at: u64,
     ) -> Result<OwnedTicket, TransportError> {
         let sync = self.node.sync();
-        let dst = sync
-            .remote
-            .get(to)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: to,
-                count: sync.remote.len(),
-            })?
-            .sub_region(dst_at, 8)?;
+        let dst = sync.peer_word(to, dst_at)?;
         let op = OwnedOp::write(
             to,
             OwnedBuf::PeerWritableArc(Arc::clone(&sync.src)),

@@ -30,10 +30,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::address;
+use crate::bootstrap::address;
 use crate::error::{BootstrapError, NodeError};
-use crate::launcher::DEFAULT_PORT;
-use crate::wire::{MAX_JOIN, Msg, io, read_msg, write_msg};
+use crate::bootstrap::launcher::DEFAULT_PORT;
+use crate::bootstrap::wire::{MAX_JOIN, Msg, io, read_msg, write_msg};
 
 /// The largest renewed link (a verbs endpoint, a UCX worker address).
 pub(crate) const MAX_LINK: u32 = 64 << 10;

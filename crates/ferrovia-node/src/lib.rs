@@ -33,25 +33,20 @@
 #![doc = document_features::document_features!()]
 #![forbid(unsafe_code)]
 
-mod address;
 mod backend;
 mod backend_name;
 mod barrier;
 mod barrier_task;
+pub mod bootstrap;
 mod by_address;
 mod control;
 mod control_path;
 mod error;
-mod launcher;
-mod local_launch;
 mod logging;
 mod node;
 mod rail;
 mod reconnect;
-mod rendezvous;
 mod sync_region;
-mod token;
-mod wire;
 
 pub use backend_name::{Backend, UnknownBackend};
 pub use barrier::BarrierAlgorithm;
@@ -61,20 +56,13 @@ pub use by_address::{
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
-pub use launcher::{LaunchInfo, Launcher};
+pub use bootstrap::launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
 pub use rail::{Rail, RailSpec};
 
 /// How a rank learns who it is: the launchers' variables, read.
 pub mod launch {
-    pub use crate::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
-    pub use crate::token::TokenSource;
-}
-
-/// The bootstrap exchange through rank 0 that [`Node`] runs,
-/// for programs that connect transports of their own.
-pub mod bootstrap {
-    pub use crate::rendezvous::{Rendezvous, RendezvousConfig, Session, exchange};
-    pub use crate::wire::PROTOCOL_VERSION;
+    pub use crate::bootstrap::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+    pub use crate::bootstrap::token::TokenSource;
 }

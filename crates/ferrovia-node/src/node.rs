@@ -19,10 +19,10 @@ use crate::barrier::{self, BarrierAlgorithm, RankState};
 use crate::control::ControlPort;
 use crate::control_path::ControlPath;
 use crate::error::{BarrierError, BootstrapError, NodeError};
-use crate::launcher::{self, LaunchInfo, Launcher};
-use crate::rendezvous::{self, Rendezvous, RendezvousConfig};
+use crate::bootstrap::launcher::{self, LaunchInfo, Launcher};
+use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
-use crate::token::{self, TokenSource};
+use crate::bootstrap::token::{self, TokenSource};
 
 /// What each rank tells each peer at the rendezvous.
 #[derive(Serialize, Deserialize)]
@@ -153,7 +153,7 @@ impl NodeBuilder {
             Err(BootstrapError::MissingVar {
                 name: "FERROVIA_RANK",
                 ..
-            }) => match crate::local_launch::launch_here(ranks)? {},
+            }) => match crate::bootstrap::local_launch::launch_here(ranks)? {},
             Err(e) => Err(e.into()),
         }
     }

@@ -26,8 +26,8 @@ use crate::backend::Link;
 use crate::backend_name::Backend;
 use crate::error::{BootstrapError, NodeError, RailError};
 use crate::node::Node;
-use crate::rendezvous::{self, Rendezvous, RendezvousConfig, Session};
-use crate::wire::{MAX_REASON, truncate};
+use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig, Session};
+use crate::bootstrap::wire::{MAX_REASON, truncate};
 use side::Side;
 
 /// What backend a rail runs on ([`Node::open_rail`]). Each rank names its

@@ -117,6 +117,16 @@ impl SyncRegion {
         n * RING + 3 * n
     }
 
+    /// The 8-byte word at `at` of peer `to`'s exposed region, for a write
+    /// of one of this rank's words there (both barrier fabrics post so).
+    pub(crate) fn peer_word(&self, to: usize, at: u64) -> Result<RemoteMemoryRegion, TransportError> {
+        let region = self.remote.get(to).ok_or(TransportError::NoSuchPeer {
+            peer: to,
+            count: self.remote.len(),
+        })?;
+        Ok(region.sub_region(at, 8)?)
+    }
+
     /// The descriptor peers write this rank's exposed region through.
     pub(crate) fn exposed(&self) -> Result<RemoteMemoryRegion, MrError> {
         self.flags.registration().remote()

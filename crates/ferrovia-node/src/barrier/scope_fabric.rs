@@ -106,14 +106,7 @@ impl<'s, 'scope, 'env, M: Member> ScopeFabric<'s, 'scope, 'env, M> {
         let node: &'env M = self.s.target();
         let sync = node.sync();
         let g = [Gather::range(&sync.src, src_at..src_at + 8)?];
-        let dst = sync
-            .remote
-            .get(to)
-            .ok_or(TransportError::NoSuchPeer {
-                peer: to,
-                count: sync.remote.len(),
-            })?
-            .sub_region(dst_at, 8)?;
+        let dst = sync.peer_word(to, dst_at)?;
         self.s.post_write(PeerWriteWorkRequest::new(
             to,
             WriteWorkRequest::new(&g, dst)?,

@@ -19,7 +19,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 
-use crate::wire::MAX_TOKEN;
+use crate::bootstrap::wire::MAX_TOKEN;
 
 const MAGIC: [u8; 4] = *b"FVCD";
 const VERSION: u8 = 1;

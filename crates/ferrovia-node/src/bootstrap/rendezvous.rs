@@ -10,10 +10,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::address::{self, HostPort};
+use crate::bootstrap::address::{self, HostPort};
 use crate::error::BootstrapError;
-use crate::launcher::DEFAULT_PORT;
-use crate::wire::{MAX_BODY, MAX_JOIN, MAX_REASON, Msg, io, read_msg, truncate, write_msg};
+use crate::bootstrap::launcher::DEFAULT_PORT;
+use crate::bootstrap::wire::{MAX_BODY, MAX_JOIN, MAX_REASON, Msg, io, read_msg, truncate, write_msg};
 
 /// Who this rank is and whom to meet.
 #[derive(Debug, Clone)]
@@ -112,7 +112,7 @@ fn check_blobs(cfg: &RendezvousConfig, blobs: &[Vec<u8>]) -> Result<(), Bootstra
             cfg.world_size
         )));
     }
-    crate::token::check("job token", &cfg.token)
+    crate::bootstrap::token::check("job token", &cfg.token)
 }
 
 /// Whether an I/O error is a socket timeout (`EAGAIN` on a blocking socket

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::BootstrapError;
-use crate::wire::MAX_TOKEN;
+use crate::bootstrap::wire::MAX_TOKEN;
 
 /// Where a job's token came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub(crate) fn check(name: &str, token: &str) -> Result<(), BootstrapError> {
     if token.is_empty() || token.len() > MAX_TOKEN {
         return Err(BootstrapError::MalformedVar {
             name: name.to_owned(),
-            value: crate::wire::truncate(token, 64).to_owned(),
+            value: crate::bootstrap::wire::truncate(token, 64).to_owned(),
             reason: format!("a job token has 1 to {MAX_TOKEN} bytes"),
         });
     }

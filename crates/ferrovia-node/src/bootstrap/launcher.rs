@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use crate::address;
+use crate::bootstrap::address;
 use crate::error::BootstrapError;
-use crate::token::{self, TokenSource};
+use crate::bootstrap::token::{self, TokenSource};
 
 /// Port of the rendezvous when none is given (torchrun's default).
 pub const DEFAULT_PORT: u16 = 29500;

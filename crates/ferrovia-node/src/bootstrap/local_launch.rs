@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::error::{BootstrapError, NodeError};
-use crate::token;
+use crate::bootstrap::token;
 
 /// How long rank 0 may take to report its port.
 const PORT_WAIT: Duration = Duration::from_secs(60);

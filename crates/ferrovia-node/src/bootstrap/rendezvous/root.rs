@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::{RendezvousConfig, naming_timeout};
 use crate::error::BootstrapError;
-use crate::wire::{
+use crate::bootstrap::wire::{
     HEADER_LEN, MAX_BODY, MAX_JOIN, MAX_REASON, Msg, body_len, decode, frame, io, truncate,
 };
 
@@ -273,7 +273,7 @@ pub(super) fn serve(
             .and_then(|()| stream.set_write_timeout(Some(left)))
             .map_err(|e| io("configure socket", e))?;
         let what = format!("rank {rank} to take its table");
-        crate::wire::write_msg(&mut stream, &Msg::Table { blobs })
+        crate::bootstrap::wire::write_msg(&mut stream, &Msg::Table { blobs })
             .map_err(|e| naming_timeout(e, &what, start))
             .map_err(|e| BootstrapError::Protocol(format!("rank {rank} got no table: {e}")))?;
         streams.push((rank, stream));
