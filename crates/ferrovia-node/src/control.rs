@@ -31,9 +31,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::address;
-use crate::error::{BootstrapError, NodeError};
 use crate::bootstrap::launcher::DEFAULT_PORT;
 use crate::bootstrap::wire::{MAX_JOIN, Msg, io, read_msg, write_msg};
+use crate::error::{BootstrapError, NodeError};
 
 /// The largest renewed link (a verbs endpoint, a UCX worker address).
 pub(crate) const MAX_LINK: u32 = 64 << 10;

@@ -51,12 +51,12 @@ mod sync_region;
 pub use backend_name::{Backend, UnknownBackend};
 pub use barrier::BarrierAlgorithm;
 pub use barrier_task::BarrierTask;
+pub use bootstrap::launcher::{LaunchInfo, Launcher};
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
-pub use bootstrap::launcher::{LaunchInfo, Launcher};
 pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
 pub use rail::{Rail, RailSpec};

@@ -16,13 +16,13 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{self, Link, Opened, Renewer};
 use crate::backend_name::Backend;
 use crate::barrier::{self, BarrierAlgorithm, RankState};
+use crate::bootstrap::launcher::{self, LaunchInfo, Launcher};
+use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig};
+use crate::bootstrap::token::{self, TokenSource};
 use crate::control::ControlPort;
 use crate::control_path::ControlPath;
 use crate::error::{BarrierError, BootstrapError, NodeError};
-use crate::bootstrap::launcher::{self, LaunchInfo, Launcher};
-use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig};
 use crate::sync_region::{DIR_SLOT, SyncRegion};
-use crate::bootstrap::token::{self, TokenSource};
 
 /// What each rank tells each peer at the rendezvous.
 #[derive(Serialize, Deserialize)]

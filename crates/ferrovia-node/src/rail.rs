@@ -24,10 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Link;
 use crate::backend_name::Backend;
-use crate::error::{BootstrapError, NodeError, RailError};
-use crate::node::Node;
 use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig, Session};
 use crate::bootstrap::wire::{MAX_REASON, truncate};
+use crate::error::{BootstrapError, NodeError, RailError};
+use crate::node::Node;
 use side::Side;
 
 /// What backend a rail runs on ([`Node::open_rail`]). Each rank names its

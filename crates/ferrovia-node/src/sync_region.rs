@@ -119,7 +119,11 @@ impl SyncRegion {
 
     /// The 8-byte word at `at` of peer `to`'s exposed region, for a write
     /// of one of this rank's words there (both barrier fabrics post so).
-    pub(crate) fn peer_word(&self, to: usize, at: u64) -> Result<RemoteMemoryRegion, TransportError> {
+    pub(crate) fn peer_word(
+        &self,
+        to: usize,
+        at: u64,
+    ) -> Result<RemoteMemoryRegion, TransportError> {
         let region = self.remote.get(to).ok_or(TransportError::NoSuchPeer {
             peer: to,
             count: self.remote.len(),

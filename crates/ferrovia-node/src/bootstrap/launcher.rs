@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use crate::bootstrap::address;
-use crate::error::BootstrapError;
 use crate::bootstrap::token::{self, TokenSource};
+use crate::error::BootstrapError;
 
 /// Port of the rendezvous when none is given (torchrun's default).
 pub const DEFAULT_PORT: u16 = 29500;

@@ -13,8 +13,8 @@ use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::error::{BootstrapError, NodeError};
 use crate::bootstrap::token;
+use crate::error::{BootstrapError, NodeError};
 
 /// How long rank 0 may take to report its port.
 const PORT_WAIT: Duration = Duration::from_secs(60);

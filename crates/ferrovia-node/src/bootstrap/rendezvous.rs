@@ -11,9 +11,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::address::{self, HostPort};
-use crate::error::BootstrapError;
 use crate::bootstrap::launcher::DEFAULT_PORT;
-use crate::bootstrap::wire::{MAX_BODY, MAX_JOIN, MAX_REASON, Msg, io, read_msg, truncate, write_msg};
+use crate::bootstrap::wire::{
+    MAX_BODY, MAX_JOIN, MAX_REASON, Msg, io, read_msg, truncate, write_msg,
+};
+use crate::error::BootstrapError;
 
 /// Who this rank is and whom to meet.
 #[derive(Debug, Clone)]

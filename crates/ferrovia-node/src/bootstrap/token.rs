@@ -6,8 +6,8 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::BootstrapError;
 use crate::bootstrap::wire::MAX_TOKEN;
+use crate::error::BootstrapError;
 
 /// Where a job's token came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,10 +25,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::{RendezvousConfig, naming_timeout};
-use crate::error::BootstrapError;
 use crate::bootstrap::wire::{
     HEADER_LEN, MAX_BODY, MAX_JOIN, MAX_REASON, Msg, body_len, decode, frame, io, truncate,
 };
+use crate::error::BootstrapError;
 
 /// Connections that have not shown the job token, at once.
 pub(crate) const MAX_STRANGERS: usize = 64;
