@@ -42,7 +42,7 @@ pub(crate) enum Program {
 /// `ferrovia-rank`: one rank of the demo, the barrier benchmark and the
 /// two-host test.
 pub(crate) const RANK: Program = Program::Bin {
-    package: "ferrovia-node",
+    package: "ferrovia-testkit",
     name: "ferrovia-rank",
 };
 
@@ -192,7 +192,7 @@ mod tests {
             [
                 "build",
                 "-p",
-                "ferrovia-node",
+                "ferrovia-testkit",
                 "--bin",
                 "ferrovia-rank",
                 "--message-format=json"
@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(example.build_args()[3], "--example");
         assert_eq!(
             RANK.cargo_line(true),
-            "cargo build --release -p ferrovia-node --bin ferrovia-rank"
+            "cargo build --release -p ferrovia-testkit --bin ferrovia-rank"
         );
         assert_eq!(example.kind(), TargetKind::Example);
     }

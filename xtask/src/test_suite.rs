@@ -163,6 +163,9 @@ const FEATURE_SETS: &[(&str, &str)] = &[
     ("ferrovia-async", "verbs"),
     ("ferrovia-transfer", "ucx"),
     ("ferrovia-transfer", "verbs"),
+    ("ferrovia-testkit", "ucx"),
+    ("ferrovia-testkit", "verbs"),
+    ("ferrovia-testkit", ""),
 ];
 
 /// The static checks `cargo xtask ci` (and `cargo xtask checks`, which
@@ -310,7 +313,7 @@ fn workspace_unless_packages(cargo_args: &[OsString]) -> Option<&'static str> {
 struct Built {
     /// The test executables.
     tests: Vec<TestBinary>,
-    /// `ferrovia-rank` (integration tests of ferrovia-node run it, so cargo
+    /// `ferrovia-rank` (the multi-process tests of ferrovia-testkit run it, so cargo
     /// builds it with them), for the two-host test.
     rank_program: Option<PathBuf>,
     /// The `accept_clients` example (cargo builds examples for tests), for

@@ -190,7 +190,7 @@ mod tests {
         let message = result.unwrap_err().to_string();
         assert!(message.contains("/nonexistent/ferrovia-rank"), "{message}");
         let (tally, result) = EXCHANGE.run(None);
-        assert!(result.unwrap_err().to_string().contains("ferrovia-node"));
+        assert!(result.unwrap_err().to_string().contains("ferrovia-testkit"));
         assert_eq!(tally.failed, 1);
     }
 }

@@ -13,127 +13,25 @@
 //!   on a two-thread runtime.
 
 use std::hint::black_box;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use ferrovia_async::{Async, AsyncConfig};
 use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll};
-use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
-use ferrovia_channel::{ChannelConfig, MultiChannel, OwnedBuf, ScopeTarget, TransportResult};
-use ferrovia_mr::{MrError, MrRegistry, RegisterOptions, RegisteredKeys, Registrar};
-use ferrovia_types::AccessFlags;
+
+use ferrovia_channel::{ChannelConfig, MultiChannel, OwnedBuf, ScopeTarget};
+use ferrovia_mr::RegisterOptions;
+use ferrovia_testkit::Counting;
+
 use parking_lot::Mutex;
 
 const OPS: usize = 200_000;
 
-/// Completes every signalled op and receive at once, through a ring.
-struct Loopback {
-    ring: Box<[AtomicU64]>,
-    head: AtomicUsize,
-    tail: AtomicUsize,
-}
-
-impl Loopback {
-    fn new() -> Arc<Loopback> {
-        Arc::new(Loopback {
-            ring: (0..1024).map(|_| AtomicU64::new(0)).collect(),
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-        })
-    }
-
-    fn push(&self, wr_id: u64) {
-        let t = self.tail.load(Relaxed);
-        self.ring[t % self.ring.len()].store(wr_id, Relaxed);
-        self.tail.store(t + 1, Relaxed);
-    }
-}
-
-// SAFETY: touches no memory; reports each signalled op and each receive
-// once, in posting order, never more than were posted (the ring holds 4x
-// the depth); depths are constant. One thread at a time uses it (the
-// engine's lock, or one thread).
-unsafe impl Transport for Loopback {
-    fn peers(&self) -> usize {
-        1
-    }
-    fn send_depth(&self, _: usize) -> u32 {
-        256
-    }
-    fn recv_depth(&self, _: usize) -> u32 {
-        0
-    }
-    fn max_inline(&self, _: usize) -> u32 {
-        0
-    }
-    unsafe fn post_send(&self, _: usize, ops: &[SendOp]) -> TransportResult<()> {
-        for op in ops.iter().filter(|o| o.signaled) {
-            self.push(op.wr_id);
-        }
-        Ok(())
-    }
-    unsafe fn post_recv(&self, _: usize, ops: &[RecvOp]) -> TransportResult<()> {
-        for op in ops {
-            self.push(op.wr_id);
-        }
-        Ok(())
-    }
-    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let (h, t) = (self.head.load(Relaxed), self.tail.load(Relaxed));
-        let n = (t - h).min(out.len());
-        for (i, o) in out[..n].iter_mut().enumerate() {
-            *o = Completion {
-                wr_id: self.ring[(h + i) % self.ring.len()].load(Relaxed),
-                ..Completion::default()
-            };
-        }
-        self.head.store(h + n, Relaxed);
-        Ok(n)
-    }
-    fn wait(&self, out: &mut [Completion], _: Duration) -> TransportResult<usize> {
-        self.poll(out)
-    }
-    fn flush(&self, _: usize) -> TransportResult<()> {
-        Ok(())
-    }
-}
-
-struct Keys(AccessFlags);
-
-// SAFETY: fixed keys reporting the asked-for access; nothing uses them.
-unsafe impl RegisteredKeys for Keys {
-    fn lkey(&self) -> u32 {
-        1
-    }
-    fn rkey(&self) -> u32 {
-        1
-    }
-    fn access(&self) -> AccessFlags {
-        self.0
-    }
-}
-
-struct NoDevice;
-
-// SAFETY: never allocates; reports exactly the asked-for access.
-unsafe impl Registrar for NoDevice {
-    unsafe fn register(
-        &self,
-        _: *mut u8,
-        _: usize,
-        _: Option<u64>,
-        access: AccessFlags,
-    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
-        Ok(Box::new(Keys(access)))
-    }
-}
-
 fn channel() -> MultiChannel {
+    // Completes every signalled op at once: only ferrovia's work is timed.
     MultiChannel::over(
-        Loopback::new(),
-        MrRegistry::with_registrar(NoDevice),
+        Counting::new(1, 256),
+        ferrovia_testkit::registry(),
         ChannelConfig::default(),
     )
 }
@@ -221,7 +119,7 @@ fn main() {
                 let _ = reply.send(round_trip(ch.core(), buf));
             }
         });
-        let reg = MrRegistry::with_registrar(NoDevice);
+        let reg = ferrovia_testkit::registry();
         let mut buf = OwnedBuf::Plain(
             reg.register_buffer(vec![0u8; 8], RegisterOptions::local())
                 .unwrap(),

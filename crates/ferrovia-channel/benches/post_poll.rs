@@ -14,14 +14,12 @@ use ferrovia_channel::{
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-use support::Counting;
+use ferrovia_testkit::Counting;
 
 fn post_poll(c: &mut Criterion) {
-    let target = support::target(&Counting::new(256), ChannelConfig::default());
-    let registry = support::registry();
+    let target =
+        ferrovia_testkit::target(&Counting::with_inline(1, 256, 64), ChannelConfig::default());
+    let registry = ferrovia_testkit::registry();
     let buf = registry
         .register_buffer(vec![7u8; 4096], RegisterOptions::local())
         .unwrap();

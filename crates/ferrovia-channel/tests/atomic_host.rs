@@ -1,20 +1,18 @@
 //! Remote atomics' typed errors before anything is posted, on the host
 //! through the transport double (which runs no atomics).
 
-mod support;
-
 use ferrovia_channel::engine::run_scope;
 use ferrovia_channel::{
     AtomicWorkRequest, ChannelConfig, PeerAtomicWorkRequest, Scatter, TransportError, Unpolled,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
-use support::{Double, Mode};
+use ferrovia_testkit::{Double, Mode};
 
 #[test]
 fn bad_atomics_are_typed_errors_before_posting() {
     let double = Double::new(1, 8, Mode::Instant);
-    let target = support::target(&double, ChannelConfig::default());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, ChannelConfig::default());
+    let registry = ferrovia_testkit::registry();
     let mut result = registry
         .register_buffer(vec![0u8; 16], RegisterOptions::local())
         .unwrap();
@@ -67,7 +65,7 @@ fn requests_the_owner_did_not_allow_are_refused_before_posting() {
     use ferrovia_channel::{Gather, ReadWorkRequest, WriteWorkRequest};
     use ferrovia_types::AccessFlags;
 
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let readable = registry
         .register_buffer(vec![0u8; 64], RegisterOptions::local().allow_remote_read())
         .unwrap();
@@ -130,7 +128,7 @@ fn atomics_on_shared_memory_that_starts_unaligned_need_an_aligned_word() {
     // Shared memory may start anywhere (a Vec<u8>); its descriptor's first
     // byte is then no word, and an atomic there is refused before posting.
     // The aligned word inside it is the owner's `load_u64` word too.
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let mut backing = vec![0u64; 4];
     // SAFETY: u8 has no alignment or validity requirements; same memory,
     // same exclusive borrow.

@@ -3,8 +3,6 @@
 //! address and private data of a connection made by address, and a
 //! disconnect failing pending work with an error naming the address.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -12,7 +10,7 @@ use ferrovia_channel::{
     Channel, ChannelConfig, Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError,
 };
 use ferrovia_mr::RegisterOptions;
-use support::{Double, Mode};
+use ferrovia_testkit::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
     let mut cfg = ChannelConfig::default();
@@ -25,7 +23,7 @@ fn cfg() -> ChannelConfig {
 fn a_channel_runs_over_any_one_peer_transport() {
     let double = Double::new(1, 8, Mode::Instant);
     let addr: SocketAddr = "[fd00::7]:4791".parse().unwrap();
-    let mut ch = Channel::over(double.clone(), support::registry(), cfg())
+    let mut ch = Channel::over(double.clone(), ferrovia_testkit::registry(), cfg())
         .unwrap()
         .with_peer(addr, b"hello".to_vec());
     assert_eq!(ch.peer_addr(), Some(addr));
@@ -55,7 +53,7 @@ fn a_channel_runs_over_any_one_peer_transport() {
 #[test]
 fn a_channel_has_exactly_one_peer() {
     let double = Double::new(2, 8, Mode::Instant);
-    let r = Channel::over(double, support::registry(), cfg());
+    let r = Channel::over(double, ferrovia_testkit::registry(), cfg());
     match r {
         Err(TransportError::Config(why)) => assert!(why.contains("2"), "{why}"),
         other => panic!("expected a configuration error: {other:?}"),
@@ -66,7 +64,7 @@ fn a_channel_has_exactly_one_peer() {
 fn a_disconnect_fails_pending_work_naming_the_address() {
     let double = Double::new(1, 8, Mode::Held);
     let addr: SocketAddr = "192.0.2.9:7471".parse().unwrap();
-    let mut ch = Channel::over(double.clone(), support::registry(), cfg())
+    let mut ch = Channel::over(double.clone(), ferrovia_testkit::registry(), cfg())
         .unwrap()
         .with_peer(addr, Vec::new());
     let mut inbox = ch

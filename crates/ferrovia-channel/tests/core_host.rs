@@ -3,8 +3,6 @@
 //! broken connections, errors that name their peer, and fresh work-request
 //! ids.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -14,7 +12,7 @@ use ferrovia_channel::{
     Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
-use support::{Double, Mode};
+use ferrovia_testkit::{Double, Mode};
 
 const DRAIN: Duration = Duration::from_millis(50);
 
@@ -28,8 +26,8 @@ fn cfg() -> ChannelConfig {
 #[test]
 fn outstanding_work_is_flushed_at_the_drain_deadline_and_reported() {
     let double = Double::new(2, 8, Mode::Held);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();
@@ -90,8 +88,8 @@ fn a_list_that_finds_the_queue_full_half_way_leaves_no_unposted_request_behind()
     // Depth 4: the second chunk of an 8-request list waits for room that
     // never comes (nothing completes), and fails after the op timeout.
     let double = Double::new(1, 4, Mode::Held);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let src = registry
         .register_buffer(vec![7u8; 64], RegisterOptions::local())
         .unwrap();
@@ -129,8 +127,8 @@ fn a_list_that_finds_the_queue_full_half_way_leaves_no_unposted_request_behind()
 fn a_list_the_transport_refuses_is_unposted_from_the_failing_chunk_on() {
     let double = Double::new(1, 64, Mode::Instant);
     double.fail_after(16); // the first chunk of 16 goes, the second fails
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let src = registry
         .register_buffer(vec![7u8; 64], RegisterOptions::local())
         .unwrap();
@@ -152,8 +150,8 @@ fn a_list_the_transport_refuses_is_unposted_from_the_failing_chunk_on() {
 #[test]
 fn every_request_gets_a_work_request_id_never_seen_before() {
     let double = Double::new(1, 4, Mode::Instant);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let msg = registry
         .register_buffer(vec![1u8; 8], RegisterOptions::local())
         .unwrap();
@@ -179,8 +177,8 @@ fn every_request_gets_a_work_request_id_never_seen_before() {
 #[test]
 fn errors_name_their_peer_and_nothing_waits_on_a_broken_one() {
     let double = Double::new(2, 8, Mode::Held);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 16], RegisterOptions::local())
         .unwrap();

@@ -2,8 +2,6 @@
 //! and lists alike: counted by a global allocator, through the counting
 //! transport double (no device needed).
 
-mod support;
-
 use std::hint::black_box;
 
 use ferrovia_channel::engine::run_scope;
@@ -13,7 +11,7 @@ use ferrovia_channel::{
     WriteWorkRequest,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
-use support::{Counting, CountingAlloc, count_allocations};
+use ferrovia_testkit::{Counting, CountingAlloc, count_allocations};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -24,8 +22,9 @@ fn single_posts_lists_and_receives_allocate_nothing_in_steady_state() {
     // The counter itself works.
     let ((), n) = count_allocations(|| drop(black_box(vec![1u8; 3])));
     assert_eq!(n, 1);
-    let target = support::target(&Counting::new(256), ChannelConfig::default());
-    let registry = support::registry();
+    let target =
+        ferrovia_testkit::target(&Counting::with_inline(1, 256, 64), ChannelConfig::default());
+    let registry = ferrovia_testkit::registry();
     let src = registry
         .register_buffer(vec![7u8; 4096], RegisterOptions::local())
         .unwrap();
@@ -56,7 +55,7 @@ fn single_posts_lists_and_receives_allocate_nothing_in_steady_state() {
 /// One of each: a send, a write, lists of 64 and 16 writes, and a receive
 /// reposted into the buffer the previous one handed back.
 fn round<'env>(
-    s: &mut PollingScope<'_, 'env, support::Target>,
+    s: &mut PollingScope<'_, 'env, ferrovia_testkit::Target>,
     scatter: &mut Option<Scatter<'env>>,
     wrs: &[WriteWorkRequest<'_, 'env>],
     g: &[Gather<'env>],

@@ -3,8 +3,6 @@
 //! the request back and wakes its waiter, given-up requests are flushed
 //! past their deadline, and dropping the engine settles what is left.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Wake, Waker};
@@ -13,8 +11,8 @@ use std::time::Duration;
 use ferrovia_channel::engine::{ChannelCore, OwnedOp, OwnedPoll, OwnedTicket, Refused};
 use ferrovia_channel::{ChannelConfig, OwnedBuf, Returned, ScopeTarget, TransportError};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion};
+use ferrovia_testkit::{Double, Mode};
 use ferrovia_types::WcStatus;
-use support::{Double, Mode};
 
 struct Count(AtomicUsize);
 
@@ -52,9 +50,9 @@ fn post(core: &ChannelCore, op: OwnedOp, w: &Waker) -> OwnedTicket {
 #[test]
 fn a_completed_request_wakes_its_waker_and_hands_its_buffer_back() {
     let double = Double::new(2, 8, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let (count, w) = waker();
     let t = post(core, OwnedOp::receive(1, buf(&registry, 7), 0..64), &w);
     let t = match core.poll_owned(t, &w) {
@@ -79,9 +77,9 @@ fn a_completed_request_wakes_its_waker_and_hands_its_buffer_back() {
 #[test]
 fn a_request_given_up_on_keeps_its_buffer_until_its_completion() {
     let double = Double::new(1, 8, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let (_, w) = waker();
     let t = post(core, OwnedOp::receive(0, buf(&registry, 1), 0..64), &w);
     core.abandon_owned(t);
@@ -106,9 +104,9 @@ fn a_request_given_up_on_keeps_its_buffer_until_its_completion() {
 #[test]
 fn a_full_queue_hands_the_request_back_and_wakes_its_waiter_when_room_frees() {
     let double = Double::new(1, 2, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let (_, w) = waker();
     let a = post(
         core,
@@ -143,9 +141,9 @@ fn a_full_queue_hands_the_request_back_and_wakes_its_waiter_when_room_frees() {
 #[test]
 fn bad_requests_are_refused_with_their_buffer() {
     let double = Double::new(1, 2, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let shared = Arc::new(
         registry
             .alloc(64, RegisterOptions::local().allow_remote_write())
@@ -194,9 +192,9 @@ fn bad_requests_are_refused_with_their_buffer() {
 #[test]
 fn a_request_given_up_on_past_its_deadline_has_its_peer_flushed() {
     let double = Double::new(2, 8, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let (_, w) = waker();
     let t = post(core, OwnedOp::receive(1, buf(&registry, 0), 0..64), &w);
     core.abandon_owned(t);
@@ -220,9 +218,9 @@ fn a_request_given_up_on_past_its_deadline_has_its_peer_flushed() {
 #[test]
 fn dropping_the_engine_settles_outstanding_and_forgotten_requests() {
     let double = Double::new(1, 8, Mode::Held);
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     {
-        let target = support::target(&double, cfg());
+        let target = ferrovia_testkit::target(&double, cfg());
         let core = target.core();
         let (_, w) = waker();
         let t = post(core, OwnedOp::receive(0, buf(&registry, 0), 0..64), &w);
@@ -246,9 +244,9 @@ fn dropping_the_engine_settles_outstanding_and_forgotten_requests() {
 #[test]
 fn a_list_posts_in_chunks_with_one_signal_each_and_every_request_completes() {
     let double = Double::new(2, 64, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let src = Arc::new(buf(&registry, 5));
     let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
     let (count, w) = waker();
@@ -283,11 +281,11 @@ fn a_list_posts_in_chunks_with_one_signal_each_and_every_request_completes() {
 
 #[test]
 fn an_owned_receive_from_the_pool_names_its_sender() {
-    use support::pool::PoolDouble;
+    use ferrovia_testkit::PoolDouble;
     let double = PoolDouble::new(4, 2, ferrovia_channel::transport::SharedFlush::Reported);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let (count, w) = waker();
     let op = OwnedOp::receive_any(buf(&registry, 1), 0..64);
     assert_eq!(op.peer(), None);
@@ -317,9 +315,9 @@ fn an_owned_receive_from_the_pool_names_its_sender() {
 #[test]
 fn an_owned_receive_from_the_pool_needs_a_pool() {
     let double = Double::new(2, 8, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     match core.try_post_owned(OwnedOp::receive_any(buf(&registry, 9), 0..64), None) {
         Err(Refused::Failed(TransportError::NoSharedPool, OwnedBuf::Plain(b))) => {
             assert_eq!(b[0], 9)

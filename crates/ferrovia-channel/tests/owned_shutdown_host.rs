@@ -3,8 +3,6 @@
 //! atomics are waited for (bounded by the drain deadline) and then
 //! flushed, and no buffer is freed before its request is reported.
 
-mod support;
-
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
@@ -12,9 +10,9 @@ use ferrovia_channel::engine::{Flushed, OwnedOp, OwnedTicket};
 use ferrovia_channel::transport::SharedFlush;
 use ferrovia_channel::{ChannelConfig, OwnedBuf, ScopeTarget};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RegisteredBuffer, RemoteMemoryRegion};
+use ferrovia_testkit::PoolDouble;
+use ferrovia_testkit::{Double, Mode};
 use ferrovia_types::WcStatus;
-use support::pool::PoolDouble;
-use support::{Double, Mode};
 
 /// A long drain deadline: what dropping must not wait for receives.
 fn cfg(drain: Duration) -> ChannelConfig {
@@ -40,11 +38,11 @@ fn post(core: &ferrovia_channel::engine::ChannelCore, op: OwnedOp) -> OwnedTicke
 #[test]
 fn dropping_an_engine_flushes_its_receives_and_reads_at_once() {
     let double = Double::new(2, 8, Mode::Held);
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
     let start;
     {
-        let target = support::target(&double, cfg(Duration::from_secs(10)));
+        let target = ferrovia_testkit::target(&double, cfg(Duration::from_secs(10)));
         let core = target.core();
         core.abandon_owned(post(core, OwnedOp::receive(0, buf(&registry), 0..64)));
         core.abandon_owned(post(core, OwnedOp::read(1, buf(&registry), 0..64, remote)));
@@ -61,11 +59,11 @@ fn dropping_an_engine_flushes_its_receives_and_reads_at_once() {
 #[test]
 fn dropping_an_engine_waits_for_its_sends_up_to_the_drain_deadline() {
     let double = Double::new(2, 8, Mode::Held);
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let drain = Duration::from_millis(300);
     let start;
     {
-        let target = support::target(&double, cfg(drain));
+        let target = ferrovia_testkit::target(&double, cfg(drain));
         let core = target.core();
         let src = OwnedBuf::Plain(buf(&registry));
         core.abandon_owned(post(core, OwnedOp::send(0, src, 0..8)));
@@ -83,9 +81,9 @@ fn dropping_an_engine_waits_for_its_sends_up_to_the_drain_deadline() {
 #[test]
 fn flushing_inbound_work_leaves_peers_with_outbound_work_alone() {
     let double = Double::new(3, 8, Mode::Held);
-    let target = support::target(&double, cfg(Duration::from_secs(10)));
+    let target = ferrovia_testkit::target(&double, cfg(Duration::from_secs(10)));
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let remote = RemoteMemoryRegion::new(0x1000, 64, 9).unwrap();
     let src = OwnedBuf::Plain(buf(&registry));
     let tickets = [
@@ -124,10 +122,10 @@ fn flushing_inbound_work_leaves_peers_with_outbound_work_alone() {
 
 fn pooled_receives_at_drop(flush: SharedFlush) {
     let double = PoolDouble::new(2, 4, flush);
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let start;
     {
-        let target = support::target(&double, cfg(Duration::from_secs(10)));
+        let target = ferrovia_testkit::target(&double, cfg(Duration::from_secs(10)));
         let core = target.core();
         for _ in 0..3 {
             core.abandon_owned(post(core, OwnedOp::receive_any(buf(&registry), 0..64)));

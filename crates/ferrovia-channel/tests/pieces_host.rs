@@ -3,8 +3,6 @@
 //! before anything is posted, the owned lease held until the device is
 //! done, and rails as one transport.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -15,8 +13,8 @@ use ferrovia_channel::{
     ChannelConfig, Lease, PieceState, Pieces, Rails, ScopeTarget, TransportError, Unpolled,
 };
 use ferrovia_mr::{RegisterOptions, RemoteMemoryRegion};
+use ferrovia_testkit::{Double, Mode};
 use ferrovia_types::{AccessFlags, WcStatus};
-use support::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
     let mut cfg = ChannelConfig::default();
@@ -47,8 +45,8 @@ fn pieces<'a>(
 #[test]
 fn runs_post_in_a_scope_with_one_ticket_each() {
     let double = Double::new(2, 64, Mode::Instant);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut buf = registry.alloc(64 * 40, RegisterOptions::local()).unwrap();
     let remote = RemoteMemoryRegion::new(0x10_0000, 64 * 40, 9).unwrap();
     let reg = buf.registration().clone();
@@ -72,8 +70,8 @@ fn runs_post_in_a_scope_with_one_ticket_each() {
 #[test]
 fn what_is_wrong_is_refused_before_anything_is_posted() {
     let double = Double::new(1, 64, Mode::Instant);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let buf = registry.alloc(4096, RegisterOptions::local()).unwrap();
     let other = registry.alloc(4096, RegisterOptions::local()).unwrap();
     let reg = buf.registration().clone();
@@ -119,9 +117,9 @@ fn what_is_wrong_is_refused_before_anything_is_posted() {
 #[test]
 fn a_failed_piece_is_named_by_its_tag() {
     let double = Double::new(1, 64, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let buf = registry.alloc(64 * 20, RegisterOptions::local()).unwrap();
     let reg = buf.registration().clone();
     let p = pieces(&reg, 1, 20, RemoteMemoryRegion::new(0, 64 * 20, 5).unwrap());
@@ -152,9 +150,9 @@ fn a_failed_piece_is_named_by_its_tag() {
 #[test]
 fn an_error_names_its_run_so_a_later_run_of_the_same_pieces_is_not_blamed() {
     let double = Double::new(1, 64, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let buf = registry.alloc(64 * 20, RegisterOptions::local()).unwrap();
     let reg = buf.registration().clone();
     let p = pieces(&reg, 1, 20, RemoteMemoryRegion::new(0, 64 * 20, 5).unwrap());
@@ -184,9 +182,9 @@ fn an_error_names_its_run_so_a_later_run_of_the_same_pieces_is_not_blamed() {
 #[test]
 fn an_owned_run_keeps_its_lease_whoever_gives_up_on_it() {
     let double = Double::new(1, 64, Mode::Held);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let buf = registry.alloc(64 * 8, RegisterOptions::local()).unwrap();
     let reg = buf.registration().clone();
     let p = pieces(&reg, 1, 8, RemoteMemoryRegion::new(0, 64 * 8, 5).unwrap());
@@ -215,9 +213,9 @@ fn an_owned_run_keeps_its_lease_whoever_gives_up_on_it() {
 #[test]
 fn owned_pieces_need_a_lease_that_keeps_their_keys() {
     let double = Double::new(1, 64, Mode::Instant);
-    let target = support::target(&double, cfg());
+    let target = ferrovia_testkit::target(&double, cfg());
     let core = target.core();
-    let (rail0, rail1) = (support::registry(), support::registry());
+    let (rail0, rail1) = (ferrovia_testkit::registry(), ferrovia_testkit::registry());
     let buf = rail0.alloc(64 * 4, RegisterOptions::local()).unwrap();
     let alias = rail1
         .register_alias(&buf, RegisterOptions::local())
@@ -249,8 +247,8 @@ fn rails_are_one_transport_over_several() {
         (rails.peers(), rails.rails(), rails.peer_of(1, 1)),
         (4, 2, 3)
     );
-    let target = support::target(&rails, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&rails, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut buf = registry.alloc(64 * 10, RegisterOptions::local()).unwrap();
     let reg = buf.registration().clone();
     let p = pieces(&reg, 4, 10, RemoteMemoryRegion::new(0, 64 * 10, 5).unwrap());

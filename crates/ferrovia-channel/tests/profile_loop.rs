@@ -18,8 +18,6 @@
 //! and prints the fastest, in ns per request: on a shared machine the
 //! minimum shows ferrovia's own cost better than a mean does.
 
-mod support;
-
 use std::hint::black_box;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -40,9 +38,9 @@ fn profile_loop() {
     let n = env("N", 100);
     let list = env("L", 0);
     let write = std::env::var_os("W").is_some();
-    let counting = support::Counting::new(256);
-    let target = support::target(&counting, ChannelConfig::default());
-    let registry = support::registry();
+    let counting = ferrovia_testkit::Counting::with_inline(1, 256, 64);
+    let target = ferrovia_testkit::target(&counting, ChannelConfig::default());
+    let registry = ferrovia_testkit::registry();
     let buf = registry
         .register_buffer(vec![7u8; 4096], RegisterOptions::local())
         .unwrap();

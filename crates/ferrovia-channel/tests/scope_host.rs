@@ -2,8 +2,6 @@
 //! transport double: a scope posts to and drains one engine, and scopes
 //! over one engine do not nest.
 
-mod support;
-
 use std::cell::Cell;
 use std::time::Duration;
 
@@ -13,7 +11,7 @@ use ferrovia_channel::{
     ScopeTarget, TransportError, Unpolled,
 };
 use ferrovia_mr::RegisterOptions;
-use support::{Double, Mode};
+use ferrovia_testkit::{Double, Mode};
 
 fn quick() -> ChannelConfig {
     let mut cfg = ChannelConfig::default();
@@ -47,7 +45,7 @@ fn a_target_that_answers_another_engine_cannot_end_a_borrow_under_live_work() {
         engines: [0, 1].map(|i| ChannelCore::new(doubles[i].clone(), quick())),
         calls: Cell::new(0),
     };
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();
@@ -78,8 +76,8 @@ fn a_target_that_answers_another_engine_cannot_end_a_borrow_under_live_work() {
 #[test]
 fn a_scope_cannot_open_inside_another_over_the_same_engine() {
     let double = Double::new(1, 8, Mode::Held);
-    let target = support::target(&double, quick());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, quick());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 64], RegisterOptions::local())
         .unwrap();

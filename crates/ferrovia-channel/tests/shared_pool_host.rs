@@ -4,8 +4,6 @@
 //! only its connection, and a drain deadline gives the pool's receives
 //! back whether the transport reports them or stops the pool silently.
 
-mod support;
-
 use std::time::Duration;
 
 use ferrovia_channel::engine::run_scope;
@@ -15,9 +13,9 @@ use ferrovia_channel::{
     Scatter, ScopeError, SendWorkRequest, TransportError, Unpolled,
 };
 use ferrovia_mr::RegisterOptions;
+use ferrovia_testkit::PoolDouble;
+use ferrovia_testkit::{Double, Mode};
 use ferrovia_types::WcStatus;
-use support::pool::PoolDouble;
-use support::{Double, Mode};
 
 fn cfg() -> ChannelConfig {
     let mut cfg = ChannelConfig::default();
@@ -29,8 +27,8 @@ fn cfg() -> ChannelConfig {
 #[test]
 fn a_pooled_receive_names_the_peer_whose_message_it_took() {
     let double = PoolDouble::new(4, 8, SharedFlush::Reported);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![7u8; 64], RegisterOptions::local())
         .unwrap();
@@ -65,13 +63,13 @@ fn a_pooled_receive_names_the_peer_whose_message_it_took() {
 
 #[test]
 fn per_peer_and_pooled_receives_do_not_mix() {
-    let registry = support::registry();
+    let registry = ferrovia_testkit::registry();
     let mut buf = registry
         .register_buffer(vec![0u8; 16], RegisterOptions::local())
         .unwrap();
     // A pool channel refuses a receive for one peer...
     let pool = PoolDouble::new(2, 4, SharedFlush::Reported);
-    let target = support::target(&pool, cfg());
+    let target = ferrovia_testkit::target(&pool, cfg());
     let r = run_scope(&target, Unpolled::Drain, |s| {
         let wr = ReceiveWorkRequest::new(Scatter::of(&mut buf)?);
         s.post_receive(PeerReceiveWorkRequest::new(1, wr)).map(drop)
@@ -85,7 +83,7 @@ fn per_peer_and_pooled_receives_do_not_mix() {
     );
     // ...and a channel without one refuses a receive for any peer.
     let plain = Double::new(2, 4, Mode::Instant);
-    let target = support::target(&plain, cfg());
+    let target = ferrovia_testkit::target(&plain, cfg());
     let r = run_scope(&target, Unpolled::Drain, |s| {
         let wr = ReceiveWorkRequest::new(Scatter::of(&mut buf)?);
         s.post_receive_any(wr).map(drop)
@@ -103,8 +101,8 @@ fn per_peer_and_pooled_receives_do_not_mix() {
 #[test]
 fn the_pool_holds_no_more_than_its_depth() {
     let double = PoolDouble::new(2, 2, SharedFlush::Reported);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 24], RegisterOptions::local())
         .unwrap();
@@ -142,8 +140,8 @@ fn the_pool_holds_no_more_than_its_depth() {
 #[test]
 fn a_failed_pooled_receive_names_the_sender_and_breaks_only_its_connection() {
     let double = PoolDouble::new(3, 4, SharedFlush::Reported);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 16], RegisterOptions::local())
         .unwrap();
@@ -184,8 +182,8 @@ fn a_failed_pooled_receive_names_the_sender_and_breaks_only_its_connection() {
 #[test]
 fn a_reported_flush_gives_the_pool_back_and_leaves_it_usable() {
     let double = PoolDouble::new(2, 4, SharedFlush::Reported);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 32], RegisterOptions::local())
         .unwrap();
@@ -215,8 +213,8 @@ fn a_reported_flush_gives_the_pool_back_and_leaves_it_usable() {
 #[test]
 fn a_silent_flush_gives_the_pool_back_and_refuses_it_afterwards() {
     let double = PoolDouble::new(2, 4, SharedFlush::Silent);
-    let target = support::target(&double, cfg());
-    let registry = support::registry();
+    let target = ferrovia_testkit::target(&double, cfg());
+    let registry = ferrovia_testkit::registry();
     let mut inbox = registry
         .register_buffer(vec![0u8; 48], RegisterOptions::local())
         .unwrap();

@@ -16,16 +16,13 @@
 //! The real `ibv_reg_mr` against a registry hit is in
 //! ferrovia-verbs-transport's `registration` bench.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ferrovia_mr::{MrRegistry, RegisterOptions, RemoteMemoryRegion};
 
 fn view_lookup(c: &mut Criterion) {
-    let reg = MrRegistry::with_registrar(support::FakeRegistrar::default());
+    let reg = MrRegistry::with_registrar(ferrovia_testkit::FakeRegistrar::default());
     let bufs: Vec<_> = (0..10_000)
         .map(|_| {
             reg.register_buffer(vec![0u8; 4096], RegisterOptions::local())
@@ -45,7 +42,7 @@ fn view_lookup(c: &mut Criterion) {
 }
 
 fn view_lookup_nested(c: &mut Criterion) {
-    let reg = MrRegistry::with_registrar(support::FakeRegistrar::default());
+    let reg = MrRegistry::with_registrar(ferrovia_testkit::FakeRegistrar::default());
     let mut arena = vec![0u8; 10_000 * 256];
     let base = arena.as_mut_ptr();
     // SAFETY: `arena` outlives every handle (they drop before it, below).
@@ -79,7 +76,7 @@ fn view_lookup_nested(c: &mut Criterion) {
 fn register_drop(c: &mut Criterion) {
     let mut group = c.benchmark_group("register_drop");
     for live in [1_000usize, 10_000, 100_000] {
-        let reg = MrRegistry::with_registrar(support::FakeRegistrar::default());
+        let reg = MrRegistry::with_registrar(ferrovia_testkit::FakeRegistrar::default());
         // Even chunks are registered and stay live; the bench registers and
         // drops the odd ones, strided so consecutive iterations land far
         // apart in the table.

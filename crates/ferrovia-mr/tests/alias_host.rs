@@ -3,12 +3,10 @@
 //! double: the alias has keys of its own, keeps the bytes allocated while
 //! it lives, and stops the buffer from becoming plain memory meanwhile.
 
-mod support;
-
 use std::sync::atomic::Ordering::SeqCst;
 
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
-use support::FakeRegistrar;
+use ferrovia_testkit::FakeRegistrar;
 
 #[test]
 fn an_alias_has_its_own_keys_over_the_same_bytes() {

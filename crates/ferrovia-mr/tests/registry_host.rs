@@ -1,11 +1,9 @@
 //! The registry's bookkeeping, on the host, through a registrar double.
 
-mod support;
-
 use std::sync::atomic::Ordering::SeqCst;
 
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
-use support::FakeRegistrar;
+use ferrovia_testkit::FakeRegistrar;
 
 fn registry() -> (MrRegistry, FakeRegistrar) {
     let fake = FakeRegistrar::default();
@@ -195,7 +193,7 @@ fn remote_descriptors_need_remote_access() {
 #[test]
 fn concurrent_register_and_lookup_keep_counters_exact() {
     let (reg, fake) = registry();
-    support::eight_threads_register_and_look_up(&reg, 50, 200);
+    ferrovia_testkit::eight_threads_register_and_look_up(&reg, 50, 200);
     assert_eq!(fake.live.load(SeqCst), 0);
 }
 

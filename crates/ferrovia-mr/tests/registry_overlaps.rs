@@ -1,12 +1,10 @@
 //! Lookups among many and overlapping registrations: nested ones, the
 //! longest one going away, many with one start, views at the edges.
 
-mod support;
-
 use std::sync::atomic::Ordering::SeqCst;
 
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions, Registration};
-use support::FakeRegistrar;
+use ferrovia_testkit::FakeRegistrar;
 
 fn registry() -> (MrRegistry, FakeRegistrar) {
     let fake = FakeRegistrar::default();

@@ -7,12 +7,10 @@
 //! trick upsets: `cargo +nightly miri test -p ferrovia-mr --test
 //! shared_unaligned`).
 
-mod support;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 
 use ferrovia_mr::{MrError, MrRegistry, RegisterOptions};
-use support::FakeRegistrar;
+use ferrovia_testkit::FakeRegistrar;
 
 /// Alignment-1 allocations one byte into a `System` block (which is at
 /// least 8-byte aligned), so they start at an odd address.

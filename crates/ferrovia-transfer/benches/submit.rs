@@ -4,8 +4,6 @@
 //! The goal: at most 40 ns an entry, within 1.5x from 1,000 to 1,000,000
 //! entries. One rail and two, 64-byte entries to one peer.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,8 +11,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use ferrovia_channel::ChannelConfig;
 use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
+use ferrovia_testkit::{Counting, registry};
 use ferrovia_transfer::{DescriptorList, Op, RemoteSegment, TransferEngine};
-use support::{Counting, registry};
 
 const ENTRY: usize = 64;
 

@@ -2,15 +2,12 @@
 //! doubles): another engine's keys would fail on these rails, and on
 //! verbs take the connection down with them; refused before posting.
 
-#[path = "../benches/support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 
 use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
+use ferrovia_testkit::{Counting, registry};
 use ferrovia_transfer::{DescriptorList, Op, TransferEngine, TransferError, target_options};
-use support::{Counting, registry};
 
 fn engine() -> TransferEngine {
     let transports: Vec<Arc<dyn Transport>> = (0..2)

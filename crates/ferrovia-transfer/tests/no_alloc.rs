@@ -4,9 +4,6 @@
 //! heap allocation (counted with a global allocator), through the
 //! counting double.
 
-#[path = "../benches/support/mod.rs"]
-mod support;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -14,8 +11,8 @@ use std::time::Duration;
 
 use ferrovia_channel::transport::Transport;
 use ferrovia_mr::RegisterOptions;
+use ferrovia_testkit::{Counting, registry};
 use ferrovia_transfer::{DescriptorList, Op, TransferEngine};
-use support::{Counting, registry};
 
 struct CountingAlloc;
 

@@ -6,30 +6,10 @@
 mod batches;
 mod common;
 
-use std::process::Command;
-
 /// Runs test `name` (whose body is `scenario`) in a child over tcp, or
 /// runs `scenario` when this already is that child.
 fn on_tcp(name: &str, scenario: fn()) {
-    if std::env::var("UCX_TLS").as_deref() == Ok("tcp") {
-        return scenario();
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
-        .env("UCX_TLS", "tcp")
-        .output()
-        .expect("run the test again over tcp");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    print!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{name} over tcp failed:\n{stdout}\n{stderr}"
-    );
-    // The child ran the scenario: not zero tests filtered in.
-    assert!(stdout.contains("1 passed"), "{name} did not run:\n{stdout}");
+    ferrovia_testkit::in_child_with(name, ("UCX_TLS", "tcp"), scenario);
 }
 
 #[test]

@@ -2,15 +2,13 @@
 //! allocator wrapper around the system one.
 
 mod common;
-#[path = "../../ferrovia-channel/tests/support/mod.rs"]
-mod support;
 
 use common::{WAIT, buf, pair, remote_rw};
 use ferrovia_channel::{
     Gather, ReceiveWorkRequest, Scatter, SendWorkRequest, TransportError, WriteWorkRequest,
 };
 use ferrovia_mr::RegisterOptions;
-use support::{CountingAlloc, count_allocations};
+use ferrovia_testkit::{CountingAlloc, count_allocations};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;

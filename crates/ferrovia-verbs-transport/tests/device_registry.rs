@@ -1,9 +1,6 @@
 //! Device tests of the registry: real registrations on (soft-)RoCE, data
 //! moved through views. Run by `cargo xtask test`.
 
-#[path = "../../ferrovia-mr/tests/support/mod.rs"]
-mod support;
-
 use std::time::Duration;
 
 use ferrovia_mr::{MrError, RegisterOptions};
@@ -163,5 +160,5 @@ fn a_view_beyond_coverage_is_refused_before_anything_is_posted() {
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn eight_threads_register_and_look_up_with_exact_counters() {
     let l = connected();
-    support::eight_threads_register_and_look_up(&registry(&l.pd), 16, 500);
+    ferrovia_testkit::eight_threads_register_and_look_up(&registry(&l.pd), 16, 500);
 }

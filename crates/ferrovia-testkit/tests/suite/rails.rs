@@ -5,7 +5,7 @@
 use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, finish};
+use super::{BackendEnv, Job, RANK_BIN, finish};
 
 /// Three ranks open two rails and exchange sends and writes with every
 /// rank on each, checked; rail 1's connection between ranks 0 and 1 is
@@ -14,7 +14,7 @@ use super::{BackendEnv, Job, finish};
 /// rails, and every connection carries a checked round again. The
 /// reconnect counts on rail 1's link only.
 pub(crate) fn two_rails_carry_data_and_one_reconnects_while_the_rest_works(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &["rails"], &[])).collect();
     let results: Vec<_> = ranks
         .into_iter()
@@ -78,7 +78,7 @@ pub(crate) fn two_rails_carry_data_and_one_reconnects_while_the_rest_works(b: Ba
 /// then the rail opens again on every rank and carries a checked round.
 pub(crate) fn a_rail_on_a_missing_device_fails_every_rank_at_once_naming_it(b: BackendEnv) {
     for failing in [0, 2] {
-        let job = Job::new(3, b);
+        let job = Job::new(RANK_BIN, 3, b);
         let f = failing.to_string();
         let args = ["rails", "--fail-rank", &f, "--timeout-ms", "30000"];
         let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &args, &[])).collect();

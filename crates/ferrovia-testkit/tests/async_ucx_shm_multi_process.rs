@@ -1,6 +1,6 @@
 //! The multi-process async suite over UCX's shared memory: runs on any
 //! host.
 
-mod multi_process;
+mod async_suite;
 
 async_suite!(&[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "sm,self")]);

@@ -9,11 +9,11 @@ mod suite;
 use std::process::Child;
 use std::time::Duration;
 
-use suite::{Job, finish};
+use suite::{Job, RANK_BIN, finish};
 
 #[test]
 fn a_peer_without_a_common_transport_is_named() {
-    let job = Job::new(2, &[("FERROVIA_BACKEND", "ucx")]);
+    let job = Job::new(RANK_BIN, 2, &[("FERROVIA_BACKEND", "ucx")]);
     let tls = ["tcp", "sm,self"];
     let ranks: Vec<Child> = (0..2)
         .map(|r| job.spawn(r, &["exchange", "1"], &[("UCX_TLS", tls[r])]))

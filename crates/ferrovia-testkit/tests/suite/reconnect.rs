@@ -3,12 +3,12 @@
 use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, finish};
+use super::{BackendEnv, Job, RANK_BIN, finish};
 
 /// Ranks 0 and 1 of three lose their connection to a drain deadline,
 /// reconnect, exchange data both ways, and every rank passes barriers.
 pub(crate) fn a_flushed_connection_reconnects_and_barriers_pass(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &["reconnect"], &[])).collect();
     let results: Vec<_> = ranks
         .into_iter()
@@ -45,7 +45,7 @@ pub(crate) fn a_flushed_connection_reconnects_and_barriers_pass(b: BackendEnv) {
 /// send fails at rank 1 (rank 0's flush reset the connection) or rank 0
 /// drops it, and every exchange after a reconnect is checked.
 pub(crate) fn a_message_on_a_flushed_connection_never_reaches_the_new_one(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let args = ["reconnect", "--stale", "--cycles", "5"];
     let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &args, &[])).collect();
     let results: Vec<_> = ranks
@@ -88,7 +88,7 @@ pub(crate) fn a_message_on_a_flushed_connection_never_reaches_the_new_one(b: Bac
 /// Rank 1 is gone: rank 0's reconnect fails within its timeout, naming
 /// it, and the other ranks go on.
 pub(crate) fn a_reconnect_to_a_dead_rank_fails_within_its_timeout_naming_it(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let ranks: Vec<Child> = (0..3)
         .map(|r| job.spawn(r, &["reconnect", "--dead", "--timeout-ms", "2000"], &[]))
         .collect();

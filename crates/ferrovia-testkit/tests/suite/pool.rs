@@ -3,14 +3,14 @@
 use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, finish};
+use super::{BackendEnv, Job, RANK_BIN, finish};
 
 /// Bytes of one message, and pooled receives per rank (ferrovia-rank's).
 const SLOT: usize = 64;
 const DEPTH: usize = 64;
 
 fn run(b: BackendEnv, n: usize, args: &[&str]) -> Vec<(Option<i32>, String, String)> {
-    let job = Job::new(n, b);
+    let job = Job::new(RANK_BIN, n, b);
     let ranks: Vec<Child> = (0..n).map(|r| job.spawn(r, args, &[])).collect();
     let results: Vec<_> = ranks
         .into_iter()

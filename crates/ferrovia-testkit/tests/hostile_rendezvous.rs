@@ -14,7 +14,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ferrovia_node::bootstrap::{PROTOCOL_VERSION, RendezvousConfig, exchange};
-use suite::job::{Cost, Job, RANK_BIN};
+use ferrovia_testkit::Cost;
+use suite::{Job, RANK_BIN};
 
 const UCX_TCP: suite::BackendEnv = &[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "tcp")];
 const N: usize = 4;
@@ -174,7 +175,7 @@ fn idle_connections(addr: SocketAddr, count: usize) -> Vec<TcpStream> {
 
 #[test]
 fn two_thousand_idle_connections_cost_rank_0_no_thread() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let (root, addr) = start_root(&job, &[]);
     let at_rest = Cost::of(root.pid()).unwrap();
     let idle = idle_connections(addr, 2000);
@@ -186,7 +187,7 @@ fn two_thousand_idle_connections_cost_rank_0_no_thread() {
 
 #[test]
 fn idle_connections_beyond_rank_0s_open_file_limit_do_not_kill_it() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let limit = ["sh", "-c", r#"ulimit -n 1024 && exec "$0" "$@""#];
     let (root, addr) = start_root(&job, &limit);
     let at_rest = Cost::of(root.pid()).unwrap();
@@ -199,7 +200,7 @@ fn idle_connections_beyond_rank_0s_open_file_limit_do_not_kill_it() {
 
 #[test]
 fn sixteen_bodies_of_64_mib_do_not_grow_rank_0() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let (root, addr) = start_root(&job, &[]);
     let at_rest = Cost::of(root.pid()).unwrap();
     let len = (64u32 << 20) - 1;
@@ -229,7 +230,7 @@ fn sixteen_bodies_of_64_mib_do_not_grow_rank_0() {
 
 #[test]
 fn a_refusal_and_its_log_line_are_small_whatever_was_sent() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let (root, addr) = start_root(&job, &[]);
     let at_rest = Cost::of(root.pid()).unwrap();
     let mut s = TcpStream::connect(addr).unwrap();
@@ -258,7 +259,7 @@ fn a_refusal_and_its_log_line_are_small_whatever_was_sent() {
 
 #[test]
 fn a_stranger_that_never_reads_its_refusal_does_not_stall_the_job() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let (root, addr) = start_root(&job, &[]);
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -299,7 +300,7 @@ fn a_job_without_a_token_is_not_joined_with_a_public_default() {
         .and_then(|l| l.local_addr())
         .unwrap()
         .port();
-    let job = Job::at_port(N, UCX_TCP, port);
+    let job = Job::at_port(RANK_BIN, N, UCX_TCP, port);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let no_token = |r: usize| {
         let mut c = job.command(r, &["exchange", "2"], &env());
@@ -322,7 +323,7 @@ fn a_job_without_a_token_is_not_joined_with_a_public_default() {
 
 #[test]
 fn rank_0_listens_only_on_the_address_configured() {
-    let job = Job::new(N, UCX_TCP);
+    let job = Job::new(RANK_BIN, N, UCX_TCP);
     let (root, _) = start_root(&job, &[]);
     // 127.0.0.2 is this host too, but not the address configured.
     let elsewhere = SocketAddr::from(([127, 0, 0, 2], job.port()));

@@ -3,13 +3,13 @@
 use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, finish};
+use super::{BackendEnv, Job, RANK_BIN, finish};
 
 /// Four ranks add 1 to one counter 10,000 times each: exactly 40,000; a
 /// ticket lock on compare-and-swap guards an array with no lost update;
 /// every bad atomic is a typed error.
 pub(crate) fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update(b: BackendEnv) {
-    let job = Job::new(4, b);
+    let job = Job::new(RANK_BIN, 4, b);
     let ranks: Vec<Child> = (0..4)
         .map(|r| job.spawn(r, &["atomics", "10000", "50"], &[]))
         .collect();

@@ -6,7 +6,6 @@
 
 pub(crate) mod abandon;
 pub(crate) mod atomics;
-pub(crate) mod job;
 pub(crate) mod pool;
 pub(crate) mod rails;
 pub(crate) mod reconnect;
@@ -17,14 +16,17 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub(crate) use job::{BackendEnv, Job, finish};
+pub(crate) use ferrovia_testkit::{BackendEnv, Job, finish};
+
+/// The program every rank of these jobs runs.
+pub(crate) const RANK_BIN: &str = env!("CARGO_BIN_EXE_ferrovia-rank");
 
 pub(crate) fn exchange(b: BackendEnv, n: usize, iters: &str) {
     exchange_with(b, n, iters, "dissemination");
 }
 
 pub(crate) fn exchange_with(b: BackendEnv, n: usize, iters: &str, barrier: &str) {
-    let job = Job::new(n, b);
+    let job = Job::new(RANK_BIN, n, b);
     let env = [("FERROVIA_BARRIER", barrier)];
     let ranks: Vec<Child> = (0..n)
         .map(|r| job.spawn(r, &["exchange", iters], &env))
@@ -69,7 +71,7 @@ fn blamed(stderr: &str) -> Vec<usize> {
 pub(crate) fn a_rank_killed_in_a_barrier_loop_is_named_by_the_others(b: BackendEnv) {
     let n = 4;
     let timeout = Duration::from_secs(2);
-    let job = Job::new(n, b);
+    let job = Job::new(RANK_BIN, n, b);
     let ms = timeout.as_millis().to_string();
     let mut ranks: Vec<Child> = (0..n)
         .map(|r| job.spawn(r, &["barrier-loop", "100000000", &ms], &[]))
@@ -117,7 +119,7 @@ pub(crate) fn a_rank_killed_in_a_barrier_loop_is_named_by_the_others(b: BackendE
 }
 
 pub(crate) fn a_rank_that_never_starts_fails_bootstrap_with_a_clear_error(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let limit = [("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "3000")];
     let root = job.spawn(0, &["exchange", "1"], &limit);
     // From when rank 0 listens: rank 1 starts only then (it needs the
@@ -145,7 +147,7 @@ pub(crate) fn a_rank_that_never_starts_fails_bootstrap_with_a_clear_error(b: Bac
 }
 
 pub(crate) fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes(b: BackendEnv) {
-    let job = Job::new(2, b);
+    let job = Job::new(RANK_BIN, 2, b);
     let root = job.spawn(0, &["exchange", "2"], &[]);
     let stranger = job.spawn(
         1,
@@ -168,7 +170,7 @@ pub(crate) fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes(b
 /// descriptor: refused with a remote access error, and nothing lands.
 pub(crate) fn a_write_with_a_deregistered_key_is_refused(b: BackendEnv) {
     let n = 3;
-    let job = Job::new(n, b);
+    let job = Job::new(RANK_BIN, n, b);
     let ranks: Vec<Child> = (0..n)
         .map(|r| job.spawn(r, &["stale-write"], &[]))
         .collect();
@@ -209,7 +211,7 @@ pub(crate) fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one(b: Ba
     // Long: rank 0 must not wait it out, and the bound below (half of it)
     // leaves room for a drain of rank 0's writes to the dead rank.
     let timeout_ms = 10_000;
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let ms = timeout_ms.to_string();
     let ranks: Vec<Child> = (0..3)
         .map(|r| job.spawn(r, &["barrier-after-failure", &ms], &[]))
@@ -299,7 +301,7 @@ pub(crate) fn work_with_a_dead_rank_fails_naming_it(b: BackendEnv) {
     let shm = b
         .iter()
         .any(|(k, v)| *k == "UCX_TLS" && v.starts_with("sm"));
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let args: &[&str] = if shm {
         &["dead-peer", "--no-sends"]
     } else {

@@ -1,21 +1,17 @@
-//! Test doubles shared by the host tests and the benches: a transport that
-//! touches no memory and reports what it is told to, and a registrar that
-//! needs no device. They let the scoped core's bookkeeping (slots, drain,
-//! flush, list posting, allocation) run on any machine.
-#![allow(dead_code, unreachable_pub)]
-
-pub mod pool;
+//! `Double`: a transport over any number of peers that touches no memory
+//! and completes what is posted at once or when the test says (held ops,
+//! one failure, a full queue, a flush, a disconnected peer). It lets the
+//! scoped core's bookkeeping (slots, drain, flush, list posting) run on
+//! any machine.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use ferrovia_channel::engine::ChannelCore;
 use ferrovia_channel::transport::{Completion, RecvOp, SendOp, Transport};
-use ferrovia_channel::{ChannelConfig, MultiPeer, ScopeTarget, TransportError, TransportResult};
-use ferrovia_mr::{MrError, MrRegistry, RegisteredKeys, Registrar};
-use ferrovia_types::{AccessFlags, WcStatus};
+use ferrovia_channel::{TransportError, TransportResult};
+use ferrovia_types::WcStatus;
 use parking_lot::Mutex;
 
 /// When the double completes what is posted.
@@ -41,12 +37,15 @@ pub struct Double {
     pub posted: AtomicUsize,
     /// After this many more ops, post_send fails (a full queue).
     fail_after: Mutex<Option<usize>>,
+    /// How many flushes the core asked for.
     pub flushes: AtomicUsize,
     /// Set when the peer "disconnected" (`disconnect`).
     gone: Mutex<Option<std::net::SocketAddr>>,
 }
 
 impl Double {
+    /// A double over `peers` peers, `depth` deep each way, completing as
+    /// `mode` says.
     pub fn new(peers: usize, depth: u32, mode: Mode) -> Arc<Double> {
         Arc::new(Double {
             mode: Mutex::new(mode),
@@ -65,6 +64,7 @@ impl Double {
         })
     }
 
+    /// From now on, completes as `mode` says.
     pub fn set_mode(&self, mode: Mode) {
         *self.mode.lock() = mode;
     }
@@ -119,7 +119,8 @@ impl Double {
     }
 }
 
-fn ok(wr_id: u64) -> Completion {
+/// A successful completion of `wr_id`.
+pub(crate) fn ok(wr_id: u64) -> Completion {
     Completion {
         wr_id,
         ..Completion::default()
@@ -209,188 +210,4 @@ unsafe impl Transport for Double {
         }));
         Ok(())
     }
-}
-
-/// A scope target over one engine.
-pub struct Target(pub ChannelCore);
-
-impl ScopeTarget for Target {
-    fn core(&self) -> &ChannelCore {
-        &self.0
-    }
-}
-
-impl MultiPeer for Target {}
-
-/// A scope target over `transport` with `cfg`.
-pub fn target<T: Transport + 'static>(transport: &Arc<T>, cfg: ChannelConfig) -> Target {
-    Target(ChannelCore::new(transport.clone(), cfg))
-}
-
-struct Keys(u32, AccessFlags);
-
-// SAFETY: fixed keys reporting the asked-for access; no device or peer
-// ever uses them.
-unsafe impl RegisteredKeys for Keys {
-    fn lkey(&self) -> u32 {
-        self.0
-    }
-    fn rkey(&self) -> u32 {
-        self.0
-    }
-    fn access(&self) -> AccessFlags {
-        self.1
-    }
-}
-
-/// A registrar that needs no device.
-pub struct NoDevice;
-
-// SAFETY: never allocates; reports exactly the asked-for access.
-unsafe impl Registrar for NoDevice {
-    unsafe fn register(
-        &self,
-        _: *mut u8,
-        _: usize,
-        _: Option<u64>,
-        access: AccessFlags,
-    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
-        Ok(Box::new(Keys(1, access)))
-    }
-}
-
-/// A registry over [`NoDevice`].
-pub fn registry() -> MrRegistry {
-    MrRegistry::with_registrar(NoDevice)
-}
-
-/// The cheapest transport that still behaves: it counts what is posted
-/// and hands back one completion per signalled op and per receive,
-/// through a fixed ring (no lock, no allocation). For the benches, where
-/// only ferrovia's own work should be measured. One thread at a time.
-pub struct Counting {
-    /// A power of two long, indexed by masking (no division per op).
-    ring: Box<[std::sync::atomic::AtomicU64]>,
-    mask: usize,
-    head: AtomicUsize,
-    tail: AtomicUsize,
-    pub posted: AtomicUsize,
-    depth: u32,
-}
-
-impl Counting {
-    pub fn new(depth: u32) -> Arc<Counting> {
-        let len = (4 * depth as usize).next_power_of_two();
-        Arc::new(Counting {
-            ring: (0..len)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
-            mask: len - 1,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
-            posted: AtomicUsize::new(0),
-            depth,
-        })
-    }
-
-    fn push(&self, wr_id: u64) {
-        let t = self.tail.load(Relaxed);
-        self.ring[t & self.mask].store(wr_id, Relaxed);
-        self.tail.store(t + 1, Relaxed);
-    }
-}
-
-// SAFETY: touches no memory; reports each signalled op and each receive
-// once, in posting order (one FIFO), never more than were posted (the ring
-// holds 4x the depth, and the core never has more outstanding); a
-// signalled send stands for the unsignalled ones before it, as on RC.
-// `flush` fails (it cannot report unsignalled ops it does not keep), which
-// the contract allows: a scope that would need it aborts instead.
-unsafe impl Transport for Counting {
-    fn peers(&self) -> usize {
-        1
-    }
-    fn send_depth(&self, _: usize) -> u32 {
-        self.depth
-    }
-    fn recv_depth(&self, _: usize) -> u32 {
-        self.depth
-    }
-    fn max_inline(&self, _: usize) -> u32 {
-        64
-    }
-    unsafe fn post_send(&self, _: usize, ops: &[SendOp]) -> TransportResult<()> {
-        self.posted.fetch_add(ops.len(), Relaxed);
-        for op in ops.iter().filter(|o| o.signaled) {
-            self.push(op.wr_id);
-        }
-        Ok(())
-    }
-    unsafe fn post_recv(&self, _: usize, ops: &[RecvOp]) -> TransportResult<()> {
-        self.posted.fetch_add(ops.len(), Relaxed);
-        for op in ops {
-            self.push(op.wr_id);
-        }
-        Ok(())
-    }
-    fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let (h, t) = (self.head.load(Relaxed), self.tail.load(Relaxed));
-        let n = (t - h).min(out.len());
-        for (i, o) in out[..n].iter_mut().enumerate() {
-            *o = ok(self.ring[(h + i) & self.mask].load(Relaxed));
-        }
-        self.head.store(h + n, Relaxed);
-        Ok(n)
-    }
-    fn wait(&self, out: &mut [Completion], _: Duration) -> TransportResult<usize> {
-        self.poll(out)
-    }
-    fn flush(&self, _: usize) -> TransportResult<()> {
-        Err(TransportError::Config(
-            "the counting double cannot flush".into(),
-        ))
-    }
-}
-
-/// A global allocator that counts allocations while counting is on: a
-/// test binary installs it with
-/// `#[global_allocator] static A: support::CountingAlloc = support::CountingAlloc;`.
-pub struct CountingAlloc;
-
-static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; it only
-// counts.
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        if COUNTING.load(Relaxed) {
-            ALLOCATIONS.fetch_add(1, Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Relaxed) {
-            ALLOCATIONS.fetch_add(1, Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
-    }
-}
-
-/// Runs `f` and returns what it returned with the number of allocations
-/// it made (on any thread: run it where nothing else allocates).
-pub fn count_allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    ALLOCATIONS.store(0, Relaxed);
-    COUNTING.store(true, Relaxed);
-    let r = f();
-    COUNTING.store(false, Relaxed);
-    (r, ALLOCATIONS.swap(0, Relaxed))
 }

@@ -2,34 +2,34 @@
 //! (`cargo xtask test`), or an RDMA device on the host. Fails, never
 //! skips, without one.
 
-mod multi_process;
+mod async_suite;
 
 mod device {
-    use super::multi_process;
+    use super::async_suite;
 
-    const VERBS: multi_process::BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
+    const VERBS: async_suite::BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
 
     #[test]
     #[ignore = "needs an RDMA device: cargo xtask test"]
     fn ten_thousand_operations_across_four_ranks() {
-        multi_process::ten_thousand_operations_across_four_ranks(VERBS);
+        async_suite::ten_thousand_operations_across_four_ranks(VERBS);
     }
 
     #[test]
     #[ignore = "needs an RDMA device: cargo xtask test"]
     fn dropped_and_forgotten_futures_leave_canaries_intact() {
-        multi_process::dropped_and_forgotten_futures_leave_canaries_intact(VERBS);
+        async_suite::dropped_and_forgotten_futures_leave_canaries_intact(VERBS);
     }
 
     #[test]
     #[ignore = "needs an RDMA device: cargo xtask test"]
     fn fetch_add_and_compare_swap_futures_count_exactly() {
-        multi_process::atomics_run_or_are_refused_by_name(VERBS, "atomics ok");
+        async_suite::atomics_run_or_are_refused_by_name(VERBS, "atomics ok");
     }
 
     #[test]
     #[ignore = "needs an RDMA device: cargo xtask test"]
     fn a_killed_peer_is_named_by_every_pending_future() {
-        multi_process::a_killed_peer_is_named_by_every_pending_future(VERBS);
+        async_suite::a_killed_peer_is_named_by_every_pending_future(VERBS);
     }
 }

@@ -8,14 +8,14 @@ mod suite;
 use std::process::Child;
 use std::time::Duration;
 
-use suite::{Job, finish};
+use suite::{Job, RANK_BIN, finish};
 
 const UCX_TCP: suite::BackendEnv = &[("FERROVIA_BACKEND", "ucx"), ("UCX_TLS", "tcp")];
 
 #[test]
 fn a_clean_four_rank_job_over_tcp_is_quiet() {
     for run in 0..3 {
-        let job = Job::new(4, UCX_TCP);
+        let job = Job::new(RANK_BIN, 4, UCX_TCP);
         let ranks: Vec<Child> = (0..4)
             .map(|r| job.spawn(r, &["exchange", "2"], &[("RUST_LOG", "warn")]))
             .collect();

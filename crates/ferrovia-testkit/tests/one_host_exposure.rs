@@ -20,7 +20,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use suite::Job;
+use suite::{Job, RANK_BIN};
 
 /// UCX's tcp transport's magic number (`UCT_TCP_MAGIC_NUMBER`), as it
 /// goes on the wire (little-endian).
@@ -88,7 +88,7 @@ fn listening(pid: u32) -> Vec<SocketAddr> {
 
 /// A 2-rank barrier loop with `env`, both ranks in the loop.
 fn start(env: &'static [(&'static str, &'static str)]) -> (Job, Vec<Child>) {
-    let job = Job::new(2, env);
+    let job = Job::new(RANK_BIN, 2, env);
     // 1 s barriers: a dead rank 0 fails rank 1's next barrier quickly.
     let args = ["barrier-loop", "100000000", "1000"];
     let mut ranks: Vec<Child> = (0..2)

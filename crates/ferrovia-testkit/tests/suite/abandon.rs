@@ -4,7 +4,7 @@
 use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, finish, named_ranks};
+use super::{BackendEnv, Job, RANK_BIN, finish, named_ranks};
 
 const TIMEOUT_MS: u64 = 10_000;
 
@@ -15,7 +15,7 @@ const TIMEOUT_MS: u64 = 10_000;
 /// The pairs `[0, 1]` and `[1, 2]` then pass barriers. Before ranks told
 /// each other, ranks 0 and 1 waited out the timeout and the query window.
 pub(crate) fn a_rank_that_abandons_a_barrier_fails_the_others_fast(b: BackendEnv) {
-    let job = Job::new(3, b);
+    let job = Job::new(RANK_BIN, 3, b);
     let ms = TIMEOUT_MS.to_string();
     let ranks: Vec<Child> = (0..3)
         .map(|r| job.spawn(r, &["barrier-abandon", &ms], &[]))
