@@ -141,3 +141,12 @@ fn the_architecture_names_the_crates_that_exist() {
     }
     report(&code_map::unknown_names(&doc, &known));
 }
+
+#[test]
+fn the_stack_is_the_layering_order() {
+    let doc = read(&workspace::root().join("docs/ARCHITECTURE.md"));
+    report(&code_map::layer_gaps(
+        &code_map::stack(&doc),
+        crate::layering::LAYERS,
+    ));
+}
