@@ -7,6 +7,7 @@
 
 mod code_map;
 mod files;
+mod never_edges;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -148,5 +149,26 @@ fn the_stack_is_the_layering_order() {
     report(&code_map::layer_gaps(
         &code_map::stack(&doc),
         crate::layering::LAYERS,
+    ));
+}
+
+#[test]
+fn no_crate_depends_where_the_architecture_says_never() {
+    let doc = read(&workspace::root().join("docs/ARCHITECTURE.md"));
+    let metadata = metadata();
+    let packages: Vec<String> = metadata
+        .workspace_packages()
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
+    let claims = never_edges::claims(&doc);
+    assert!(
+        claims.len() >= 5,
+        "docs/ARCHITECTURE.md lost its never claims"
+    );
+    report(&never_edges::violations(
+        &doc,
+        &packages,
+        &crate::layering::edges(&metadata),
     ));
 }
