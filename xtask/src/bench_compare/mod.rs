@@ -189,8 +189,9 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
     for note in &notes {
         say!("xtask bench: {note}");
     }
-    let doc = doc::document(&machine, &tables, &notes);
     let doc_path = workspace::root().join(DOC);
+    let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
+    let doc = doc::keep_design_measurements(doc::document(&machine, &tables, &notes), &old);
     std::fs::write(&doc_path, doc)
         .map_err(|e| io_failure(format!("cannot write {}", doc_path.display()), e))?;
     let measured = records

@@ -1,7 +1,8 @@
 //! What docs/ARCHITECTURE.md names as crates: the bird's-eye view's stack
 //! (the first code block, one crate per unindented line) must be the
-//! workspace's crates, and every `ferrovia-*` name anywhere in it must be
-//! a package or a binary of the workspace.
+//! workspace's crates, and the layering list's in the same order; every
+//! `ferrovia-*` name anywhere in it must be a package or a binary of the
+//! workspace.
 
 /// The crates of the bird's-eye view: the first word of each unindented
 /// line of the document's first fenced block.
@@ -30,6 +31,43 @@ pub(super) fn stack_gaps(named: &[String], packages: &[String]) -> Vec<String> {
             .filter(|n| !packages.contains(n))
             .map(|n| format!("the bird's-eye view names {n}, which is no crate of the workspace")),
     );
+    bad
+}
+
+/// The crates of the stack that are no layer: the tasks.
+const NOT_LAYERS: [&str; 2] = ["xtask", "ferrovia-benches"];
+
+/// What is wrong with the layering list `layers` (bottom to top, as
+/// `crate::layering::LAYERS`) against the stack `named` (top to bottom):
+/// a crate of the stack it leaves out, a layer the stack does not draw,
+/// and, if there is neither, a stack drawn in another order. The stack's
+/// order is a claim too: each crate depends only on the ones below it.
+pub(super) fn layer_gaps(named: &[String], layers: &[&str]) -> Vec<String> {
+    let drawn: Vec<&str> = named
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !NOT_LAYERS.contains(n))
+        .rev()
+        .collect();
+    let mut bad: Vec<String> = drawn
+        .iter()
+        .filter(|n| !layers.contains(n))
+        .map(|n| {
+            format!(
+                "the bird's-eye view draws {n}, which the layering list                  (xtask/src/layering.rs) leaves out"
+            )
+        })
+        .collect();
+    bad.extend(layers.iter().filter(|l| !drawn.contains(l)).map(|l| {
+        format!("the layering list (xtask/src/layering.rs) has {l}, which the bird's-eye view leaves out")
+    }));
+    if bad.is_empty() && drawn != layers {
+        bad.push(format!(
+            "the bird's-eye view draws the stack bottom to top as {}, the layering list              (xtask/src/layering.rs) orders it {}",
+            drawn.join(" < "),
+            layers.join(" < ")
+        ));
+    }
     bad
 }
 
@@ -71,6 +109,22 @@ mod tests {
         assert_eq!(bad.len(), 2, "{bad:?}");
         assert!(bad[0].contains("leaves out the crate ferrovia-node"));
         assert!(bad[1].contains("names ferrovia-mr"));
+    }
+
+    #[test]
+    fn the_layers_are_the_stack_in_its_order() {
+        let stack = owned(&["ferrovia", "ferrovia-mr", "xtask"]);
+        assert!(layer_gaps(&stack, &["ferrovia-mr", "ferrovia"]).is_empty());
+        let bad = layer_gaps(&stack, &["ferrovia-mr", "ferrovia-types"]);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].contains("draws ferrovia,"), "{bad:?}");
+        assert!(bad[1].contains("has ferrovia-types"), "{bad:?}");
+        let bad = layer_gaps(&stack, &["ferrovia", "ferrovia-mr"]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(
+            bad[0].contains("as ferrovia-mr < ferrovia, the layering list"),
+            "{bad:?}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod code_map;
 mod files;
+mod never_edges;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -140,4 +141,34 @@ fn the_architecture_names_the_crates_that_exist() {
         }
     }
     report(&code_map::unknown_names(&doc, &known));
+}
+
+#[test]
+fn the_stack_is_the_layering_order() {
+    let doc = read(&workspace::root().join("docs/ARCHITECTURE.md"));
+    report(&code_map::layer_gaps(
+        &code_map::stack(&doc),
+        crate::layering::LAYERS,
+    ));
+}
+
+#[test]
+fn no_crate_depends_where_the_architecture_says_never() {
+    let doc = read(&workspace::root().join("docs/ARCHITECTURE.md"));
+    let metadata = metadata();
+    let packages: Vec<String> = metadata
+        .workspace_packages()
+        .iter()
+        .map(|p| p.name.to_string())
+        .collect();
+    let claims = never_edges::claims(&doc);
+    assert!(
+        claims.len() >= 5,
+        "docs/ARCHITECTURE.md lost its never claims"
+    );
+    report(&never_edges::violations(
+        &doc,
+        &packages,
+        &crate::layering::edges(&metadata),
+    ));
 }

@@ -1,5 +1,5 @@
 //! Where `unsafe` may appear: the list in docs/ARCHITECTURE.md's
-//! "Invariants" section, and the code's `unsafe` keywords and
+//! "Cross-cutting concerns" section, and the code's `unsafe` keywords and
 //! `#![forbid(unsafe_code)]` attributes, found by a real Rust lexer
 //! (proc-macro2): comments, doc comments and strings do not count.
 
@@ -21,13 +21,13 @@ pub(super) struct Allowed {
 }
 
 /// The document's heading of the section that holds the list.
-const SECTION: &str = "## Invariants";
+const SECTION: &str = "## Cross-cutting concerns";
 /// The key of the line naming the crates that forbid unsafe code.
 const FORBID: &str = "forbid(unsafe_code)";
 
 impl Allowed {
     /// Reads the list from the first fenced block of the document's
-    /// Invariants section.
+    /// Cross-cutting concerns section (its `###` parts included).
     pub(super) fn from_document(doc: &str) -> Result<Allowed, String> {
         let section = doc
             .split_once(SECTION)
@@ -204,7 +204,7 @@ pub(super) fn violations(allowed: &Allowed, files: &[SourceFile]) -> Vec<String>
 mod tests {
     use super::*;
 
-    const DOC: &str = "# x\n\n## Invariants\n\nThe list:\n\n```text\n\
+    const DOC: &str = "# x\n\n## Cross-cutting concerns\n\n### Safety\n\nThe list:\n\n```text\n\
         # comment\n\
         a-sys: *\n\
         a-mr:  buffer vm/run_dir   # why\n\
@@ -221,15 +221,15 @@ mod tests {
     }
 
     #[test]
-    fn the_list_is_read_from_the_invariants_block() {
+    fn the_list_is_read_from_the_cross_cutting_block() {
         let allowed = Allowed::from_document(DOC).unwrap();
         assert_eq!(allowed.modules["a-sys"], Vec::<String>::new());
         assert_eq!(allowed.modules["a-mr"], ["buffer", "vm/run_dir"]);
         assert_eq!(allowed.forbid, ["a-node"]);
         assert!(!allowed.modules.contains_key("b"));
-        assert!(Allowed::from_document("## Invariants\n\nno block\n").is_err());
-        assert!(Allowed::from_document("## Invariants\n```\na b\n```\n").is_err());
-        assert!(Allowed::from_document("## Invariants\n```\na: * b\n```\n").is_err());
+        assert!(Allowed::from_document("## Cross-cutting concerns\n\nno block\n").is_err());
+        assert!(Allowed::from_document("## Cross-cutting concerns\n```\na b\n```\n").is_err());
+        assert!(Allowed::from_document("## Cross-cutting concerns\n```\na: * b\n```\n").is_err());
     }
 
     #[test]
