@@ -74,7 +74,7 @@ impl MultiChannel {
     /// For a backend: takes `peer` as broken (posts to it fail with
     /// [`TransportError::Broken`] until it is connected again) and renews
     /// its connection through `renew` on the transport, a `T`, as
-    /// [`MultiChannel::renew_transport`] does through the seam.
+    /// [`MultiChannel::renew`] does through the seam.
     pub fn renew_peer_with<T: Transport, R>(
         &mut self,
         peer: usize,
@@ -114,7 +114,7 @@ impl MultiChannel {
     /// [`MultiChannel::connect_renewed`]). Posts to `peer` fail with
     /// [`TransportError::Broken`] until then. A verbs channel may also use
     /// `VerbsMultiChannel::reconnect`, which speaks in endpoints.
-    pub fn renew_transport(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
+    pub fn renew(&mut self, peer: usize) -> TransportResult<Vec<u8>> {
         let count = self.peers();
         if peer >= count {
             return Err(TransportError::NoSuchPeer { peer, count });
@@ -123,10 +123,10 @@ impl MultiChannel {
         self.core.transport.renew(peer)
     }
 
-    /// The second half of [`MultiChannel::renew_transport`]: connects the
+    /// The second half of [`MultiChannel::renew`]: connects the
     /// renewed side to the peer's, `theirs`; posts to `peer` work again.
     pub fn connect_renewed(&mut self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
-        self.core.transport.reconnect(peer, theirs)?;
+        self.core.transport.connect_renewed(peer, theirs)?;
         self.core.mark_connected(peer);
         Ok(())
     }

@@ -178,9 +178,9 @@ unsafe impl Transport for Rails {
         t.renew(p)
     }
 
-    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+    fn connect_renewed(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
         let (t, p) = self.split(peer)?;
-        t.reconnect(p, theirs)
+        t.connect_renewed(p, theirs)
     }
 
     fn stale_dropped(&self) -> u64 {

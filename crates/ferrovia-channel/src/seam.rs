@@ -134,7 +134,7 @@ pub unsafe trait Transport: Send + Sync + std::any::Any {
     /// Replaces the connection to `peer` with a fresh one, for a
     /// connection a flush or an error left broken; returns what the peer's
     /// renewed side needs to connect to this one (handed to its
-    /// [`Transport::reconnect`]). Called with nothing outstanding towards
+    /// [`Transport::connect_renewed`]). Called with nothing outstanding towards
     /// `peer`. The default: this transport cannot.
     fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
         let _ = peer;
@@ -145,7 +145,7 @@ pub unsafe trait Transport: Send + Sync + std::any::Any {
 
     /// Connects the renewed side of `peer` to the peer's renewed side,
     /// `theirs` (what its [`Transport::renew`] returned).
-    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+    fn connect_renewed(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
         let _ = (peer, theirs);
         Err(TransportError::Config(
             "this transport cannot renew a connection".into(),

@@ -152,7 +152,7 @@ impl Opened {
 /// What a node keeps of its backend to replace one connection
 /// ([`Node::reconnect`](crate::Node::reconnect)): which backend's links
 /// it trades. Both backends renew through the transport seam
-/// (`MultiChannel::renew_transport` / `connect_renewed`: verbs, a fresh
+/// (`MultiChannel::renew` / `connect_renewed`: verbs, a fresh
 /// queue pair and its endpoint; UCX, a fresh endpoint generation).
 pub(crate) struct Renewer(Backend);
 
@@ -164,7 +164,7 @@ impl Renewer {
         multi: &mut MultiChannel,
         peer: usize,
     ) -> Result<Vec<u8>, NodeError> {
-        let renewed = multi.renew_transport(peer)?;
+        let renewed = multi.renew(peer)?;
         let link = match self.0 {
             Backend::Verbs => Link::Verbs(renewed),
             Backend::Ucx => Link::Ucx(renewed),

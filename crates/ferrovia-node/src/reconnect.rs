@@ -75,7 +75,7 @@ impl Node {
     ///     1 + 1, // rail 1's link
     ///     1,
     ///     Duration::from_secs(10),
-    ///     || Ok(ch.borrow_mut().renew_transport(1)?),
+    ///     || Ok(ch.borrow_mut().renew(1)?),
     ///     |theirs| Ok(ch.borrow_mut().connect_renewed(1, &theirs)?),
     /// )?;
     /// # Ok(())

@@ -30,12 +30,9 @@ static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
 fn a_refused_connection_is_logged() {
     log::set_logger(&CAPTURE).unwrap();
     log::set_max_level(log::LevelFilter::Debug);
-    let cfg = move |rank, port| RendezvousConfig {
-        rank,
-        world_size: 2,
-        addr: format!("127.0.0.1:{port}"),
-        token: "t".into(),
-        timeout: Duration::from_secs(10),
+    let cfg = move |rank, port| {
+        RendezvousConfig::new(rank, 2, format!("127.0.0.1:{port}"), "t")
+            .timeout(Duration::from_secs(10))
     };
     let rv = Rendezvous::bind(&cfg(0, 0)).unwrap();
     let port = rv.local_addr().port();

@@ -69,7 +69,7 @@ fn a_rail_reconnects_on_its_own_link_and_link_0_is_refused() {
         link,
         0,
         T,
-        || Ok(ch.borrow_mut().renew_transport(0)?),
+        || Ok(ch.borrow_mut().renew(0)?),
         |theirs| Ok(ch.borrow_mut().connect_renewed(0, &theirs)?),
     )
     .unwrap();

@@ -10,13 +10,7 @@ use ferrovia_node::BootstrapError;
 use ferrovia_node::bootstrap::{Rendezvous, RendezvousConfig, exchange};
 
 fn cfg(rank: usize, n: usize, port: u16, token: &str, timeout: Duration) -> RendezvousConfig {
-    RendezvousConfig {
-        rank,
-        world_size: n,
-        addr: format!("127.0.0.1:{port}"),
-        token: token.into(),
-        timeout,
-    }
+    RendezvousConfig::new(rank, n, format!("127.0.0.1:{port}"), token).timeout(timeout)
 }
 
 type Outcome = thread::JoinHandle<Result<Vec<Vec<u8>>, BootstrapError>>;

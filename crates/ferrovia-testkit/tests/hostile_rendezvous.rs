@@ -280,13 +280,8 @@ fn a_stranger_that_never_reads_its_refusal_does_not_stall_the_job() {
 /// to fall back on.
 fn default_token_stranger(addr: SocketAddr) -> JoinHandle<Result<Vec<Vec<u8>>, String>> {
     thread::spawn(move || {
-        let cfg = RendezvousConfig {
-            rank: 1,
-            world_size: N,
-            addr: addr.to_string(),
-            token: "ferrovia-default-token".into(),
-            timeout: Duration::from_secs(10),
-        };
+        let cfg = RendezvousConfig::new(1, N, addr.to_string(), "ferrovia-default-token")
+            .timeout(Duration::from_secs(10));
         exchange(&cfg, vec![vec![0xee]; N])
             .map(|(_, table)| table)
             .map_err(|e| e.to_string())

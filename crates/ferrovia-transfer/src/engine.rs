@@ -442,7 +442,7 @@ impl TransferEngine {
             rail as u32 + 1,
             peer,
             timeout,
-            || Ok(multi.borrow_mut().renew_transport(vpeer)?),
+            || Ok(multi.borrow_mut().renew(vpeer)?),
             |theirs| Ok(multi.borrow_mut().connect_renewed(vpeer, &theirs)?),
         )?;
         self.state.revive(vpeer);

@@ -328,7 +328,7 @@ unsafe impl Transport for UcxTransport {
 
     /// Makes the new endpoint, of the generation both sides agree on (the
     /// larger proposal); UCX wires it up on first use.
-    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+    fn connect_renewed(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
         self.check(peer)?;
         let theirs: [u8; 4] = theirs.try_into().map_err(|_| {
             TransportError::Config(format!(

@@ -20,8 +20,8 @@ use ferrovia_ucx::UcxTransport;
 /// Both sides renew and reconnect the connection between `a` (peer 0)
 /// and `b` (peer 1), as `Node::reconnect` does.
 fn reconnect(a: &mut MultiChannel, b: &mut MultiChannel) {
-    let ours = a.renew_transport(1).expect("renew a");
-    let theirs = b.renew_transport(0).expect("renew b");
+    let ours = a.renew(1).expect("renew a");
+    let theirs = b.renew(0).expect("renew b");
     a.connect_renewed(1, &theirs).expect("reconnect a");
     b.connect_renewed(0, &ours).expect("reconnect b");
 }

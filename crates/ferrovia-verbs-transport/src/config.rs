@@ -44,12 +44,11 @@ impl Default for VerbsConfig {
 impl VerbsConfig {
     /// The queue pair caps: `channel`'s depths with these limits.
     pub fn caps(&self, channel: &ChannelConfig) -> QpCaps {
-        QpCaps {
-            max_send_wr: channel.send_depth,
-            max_recv_wr: channel.recv_depth,
-            max_send_sge: self.max_send_sge,
-            max_recv_sge: self.max_recv_sge,
-            max_inline_data: self.max_inline,
-        }
+        QpCaps::default()
+            .max_send_wr(channel.send_depth)
+            .max_recv_wr(channel.recv_depth)
+            .max_send_sge(self.max_send_sge)
+            .max_recv_sge(self.max_recv_sge)
+            .max_inline_data(self.max_inline)
     }
 }

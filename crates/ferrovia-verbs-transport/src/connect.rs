@@ -29,7 +29,7 @@ pub trait VerbsMultiChannel {
     /// The first half of [`VerbsMultiChannel::reconnect`]: a fresh queue
     /// pair for `peer`, not yet connected; returns its endpoint. Finish
     /// with [`VerbsMultiChannel::connect`].
-    fn renew(&mut self, peer: usize) -> TransportResult<Endpoint>;
+    fn renew_endpoint(&mut self, peer: usize) -> TransportResult<Endpoint>;
 
     /// Replaces the connection to `peer` with a fresh queue pair (a new QP
     /// on the same completion queue, the old one left in the error state
@@ -48,7 +48,7 @@ pub trait VerbsMultiChannel {
         peer: usize,
         exchange: impl FnOnce(Endpoint) -> Result<Endpoint, E>,
     ) -> Result<(), E> {
-        let mine = self.renew(peer)?;
+        let mine = self.renew_endpoint(peer)?;
         let theirs = exchange(mine)?;
         self.connect(peer, &theirs)?;
         Ok(())
@@ -73,7 +73,7 @@ impl VerbsMultiChannel for MultiChannel {
         self.connect_peer_with(peer, |t: &VerbsTransport| t.connect(peer, remote))
     }
 
-    fn renew(&mut self, peer: usize) -> TransportResult<Endpoint> {
+    fn renew_endpoint(&mut self, peer: usize) -> TransportResult<Endpoint> {
         if self.shared_pool_flushed() {
             // Its SRQ still holds receives no QP may take: a new QP
             // attached to it would.
@@ -102,8 +102,8 @@ pub trait VerbsChannel {
     fn connect(&mut self, remote: &Endpoint) -> TransportResult<()>;
 
     /// A fresh queue pair, not yet connected (see
-    /// [`VerbsMultiChannel::renew`]).
-    fn renew(&mut self) -> TransportResult<Endpoint>;
+    /// [`VerbsMultiChannel::renew_endpoint`]).
+    fn renew_endpoint(&mut self) -> TransportResult<Endpoint>;
 
     /// Replaces the connection with a fresh queue pair and connects it
     /// (see [`VerbsMultiChannel::reconnect`]).
@@ -126,8 +126,8 @@ impl VerbsChannel for Channel {
         self.as_multi_mut().connect(0, remote)
     }
 
-    fn renew(&mut self) -> TransportResult<Endpoint> {
-        self.as_multi_mut().renew(0)
+    fn renew_endpoint(&mut self) -> TransportResult<Endpoint> {
+        self.as_multi_mut().renew_endpoint(0)
     }
 
     fn reconnect<E: From<TransportError>>(

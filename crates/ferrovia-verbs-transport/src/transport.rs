@@ -41,10 +41,10 @@ const POLL_BATCH: usize = 32;
 ///
 /// As a [`Transport`] it also renews a peer's connection
 /// ([`Transport::renew`]: a fresh QP, its [`Endpoint`] postcard-encoded;
-/// [`Transport::reconnect`]: the peer's, decoded and connected), so a
+/// [`Transport::connect_renewed`]: the peer's, decoded and connected), so a
 /// [`MultiChannel::over`](ferrovia_channel::MultiChannel::over) this transport
 /// reconnects through
-/// [`MultiChannel::renew_transport`](ferrovia_channel::MultiChannel::renew_transport)
+/// [`MultiChannel::renew`](ferrovia_channel::MultiChannel::renew)
 /// and [`MultiChannel::connect_renewed`](ferrovia_channel::MultiChannel::connect_renewed)
 /// as one over UCX does.
 pub struct VerbsTransport {
@@ -481,7 +481,7 @@ unsafe impl Transport for VerbsTransport {
 
     /// Decodes the peer's renewed endpoint and connects the new queue pair
     /// to it.
-    fn reconnect(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
+    fn connect_renewed(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
         let remote: Endpoint = postcard::from_bytes(theirs).map_err(|e| {
             TransportError::Config(format!(
                 "peer {peer}'s renewed link is not a verbs endpoint ({} bytes): {e}",

@@ -124,11 +124,7 @@ fn a_write_list_with_selective_signalling_completes_as_one() {
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_send_without_a_receive_fails_with_a_typed_rnr_error() {
-    let opts = ConnectOptions {
-        rnr_retry: 1,
-        min_rnr_timer: 1,
-        ..Default::default()
-    };
+    let opts = ConnectOptions::default().rnr_retry(1).min_rnr_timer(1);
     let (mut a, _b) = pair_with(opts, Duration::from_secs(10));
     let src = buf(&a, b"nobody listens", RegisterOptions::local());
     let started = Instant::now();
@@ -179,11 +175,7 @@ fn a_receive_that_never_matches_is_flushed_at_the_drain_deadline() {
 #[test]
 #[ignore = "needs an RDMA device: cargo xtask test"]
 fn a_destroyed_peer_gives_a_typed_error_not_a_hang() {
-    let opts = ConnectOptions {
-        timeout: 10, // ~4 ms
-        retry_cnt: 2,
-        ..Default::default()
-    };
+    let opts = ConnectOptions::default().timeout(10).retry_cnt(2); // ~4 ms per try
     let (mut a, b) = pair_with(opts, Duration::from_secs(10));
     let target = buf(&b, &[0; 4096], remote_rw());
     let remote = target.registration().remote().unwrap();

@@ -1,6 +1,6 @@
 //! Reconnecting a connection a drain deadline flushed: a fresh queue pair
 //! replaces it, while the other peers' connections keep running; by
-//! endpoints, or through the transport seam (`renew_transport`).
+//! endpoints, or through the transport seam (`renew`).
 
 mod common;
 
@@ -45,7 +45,7 @@ fn a_flushed_channel_reconnects_and_carries_data_both_ways() {
 
     // Both sides renew; the exchange is in-process here.
     a.reconnect(|mine| {
-        let theirs = b.renew()?;
+        let theirs = b.renew_endpoint()?;
         b.connect(&mine)?;
         Ok::<_, TransportError>(theirs)
     })
@@ -95,7 +95,7 @@ fn reconnecting_one_peer_leaves_the_others_running() {
 
     let leaf = &mut leaves[1];
     hub.reconnect(1, |mine| {
-        let theirs = leaf.renew()?;
+        let theirs = leaf.renew_endpoint()?;
         leaf.connect(&mine)?;
         Ok::<_, TransportError>(theirs)
     })
@@ -201,8 +201,8 @@ fn a_verbs_transport_reconnects_through_the_transport_seam() {
         "{r:?}"
     );
 
-    let mine = a.renew_transport(0).unwrap();
-    let theirs = b.renew_transport(0).unwrap();
+    let mine = a.renew(0).unwrap();
+    let theirs = b.renew(0).unwrap();
     assert!(matches!(
         a.connect_renewed(0, &[1]),
         Err(TransportError::Config(_))
@@ -247,8 +247,8 @@ fn renewing_a_connection_many_times_frees_the_replaced_queue_pairs() {
     one_message(&mut a, &mut b, 1);
     let before = device_qps(&device);
     for _ in 0..200 {
-        let mine = a.renew_transport(0).unwrap();
-        let theirs = b.renew_transport(0).unwrap();
+        let mine = a.renew(0).unwrap();
+        let theirs = b.renew(0).unwrap();
         a.connect_renewed(0, &theirs).unwrap();
         b.connect_renewed(0, &mine).unwrap();
     }

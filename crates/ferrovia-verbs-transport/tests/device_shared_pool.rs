@@ -244,11 +244,11 @@ fn a_drain_deadline_stops_the_pool_and_refuses_it_afterwards() {
     // Nor does a renewed queue pair attach to it, by endpoints or through
     // the transport seam.
     assert!(matches!(
-        hub.renew(0),
+        hub.renew_endpoint(0),
         Err(TransportError::SharedPoolFlushed)
     ));
     assert!(matches!(
-        hub.renew_transport(1),
+        hub.renew(1),
         Err(TransportError::SharedPoolFlushed)
     ));
 }

@@ -12,6 +12,7 @@ use ferrovia_types::AccessFlags;
 /// Transport parameters of a connection. The defaults suit a datacenter
 /// fabric and soft-RoCE alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectOptions {
     /// Path MTU; `None` takes the smaller of both ports' active MTUs.
     pub mtu: Option<Mtu>,
@@ -52,6 +53,81 @@ impl Default for ConnectOptions {
                 | AccessFlags::REMOTE_READ
                 | AccessFlags::REMOTE_ATOMIC,
         }
+    }
+}
+
+/// Chainable setters, one per field: `ConnectOptions::default().mtu(..)`
+/// (the struct is `#[non_exhaustive]`, so other crates cannot write it as
+/// a literal).
+impl ConnectOptions {
+    /// Sets the `mtu` field.
+    #[must_use]
+    pub fn mtu(mut self, mtu: Option<Mtu>) -> Self {
+        self.mtu = mtu;
+        self
+    }
+
+    /// Sets the `timeout` field.
+    #[must_use]
+    pub fn timeout(mut self, timeout: u8) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the `retry_cnt` field.
+    #[must_use]
+    pub fn retry_cnt(mut self, retry_cnt: u8) -> Self {
+        self.retry_cnt = retry_cnt;
+        self
+    }
+
+    /// Sets the `rnr_retry` field.
+    #[must_use]
+    pub fn rnr_retry(mut self, rnr_retry: u8) -> Self {
+        self.rnr_retry = rnr_retry;
+        self
+    }
+
+    /// Sets the `min_rnr_timer` field.
+    #[must_use]
+    pub fn min_rnr_timer(mut self, min_rnr_timer: u8) -> Self {
+        self.min_rnr_timer = min_rnr_timer;
+        self
+    }
+
+    /// Sets the `max_rd_atomic` field.
+    #[must_use]
+    pub fn max_rd_atomic(mut self, max_rd_atomic: u8) -> Self {
+        self.max_rd_atomic = max_rd_atomic;
+        self
+    }
+
+    /// Sets the `sl` field.
+    #[must_use]
+    pub fn sl(mut self, sl: u8) -> Self {
+        self.sl = sl;
+        self
+    }
+
+    /// Sets the `traffic_class` field.
+    #[must_use]
+    pub fn traffic_class(mut self, traffic_class: u8) -> Self {
+        self.traffic_class = traffic_class;
+        self
+    }
+
+    /// Sets the `hop_limit` field.
+    #[must_use]
+    pub fn hop_limit(mut self, hop_limit: u8) -> Self {
+        self.hop_limit = hop_limit;
+        self
+    }
+
+    /// Sets the `remote_access` field.
+    #[must_use]
+    pub fn remote_access(mut self, remote_access: AccessFlags) -> Self {
+        self.remote_access = remote_access;
+        self
     }
 }
 

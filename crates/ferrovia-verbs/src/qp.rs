@@ -16,6 +16,7 @@ use crate::wr::{RecvWr, SendWr};
 
 /// Queue sizes of a QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QpCaps {
     /// Outstanding send-queue requests.
     pub max_send_wr: u32,
@@ -38,6 +39,46 @@ impl Default for QpCaps {
             max_recv_sge: 4,
             max_inline_data: 64,
         }
+    }
+}
+
+/// Chainable setters, one per field: `QpCaps::default().max_send_wr(..)`
+/// (the struct is `#[non_exhaustive]`, so other crates cannot write it as
+/// a literal).
+impl QpCaps {
+    /// Sets the `max_send_wr` field.
+    #[must_use]
+    pub fn max_send_wr(mut self, max_send_wr: u32) -> Self {
+        self.max_send_wr = max_send_wr;
+        self
+    }
+
+    /// Sets the `max_recv_wr` field.
+    #[must_use]
+    pub fn max_recv_wr(mut self, max_recv_wr: u32) -> Self {
+        self.max_recv_wr = max_recv_wr;
+        self
+    }
+
+    /// Sets the `max_send_sge` field.
+    #[must_use]
+    pub fn max_send_sge(mut self, max_send_sge: u32) -> Self {
+        self.max_send_sge = max_send_sge;
+        self
+    }
+
+    /// Sets the `max_recv_sge` field.
+    #[must_use]
+    pub fn max_recv_sge(mut self, max_recv_sge: u32) -> Self {
+        self.max_recv_sge = max_recv_sge;
+        self
+    }
+
+    /// Sets the `max_inline_data` field.
+    #[must_use]
+    pub fn max_inline_data(mut self, max_inline_data: u32) -> Self {
+        self.max_inline_data = max_inline_data;
+        self
     }
 }
 

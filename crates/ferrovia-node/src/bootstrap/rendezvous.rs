@@ -17,8 +17,10 @@ use crate::bootstrap::wire::{
 };
 use crate::error::BootstrapError;
 
-/// Who this rank is and whom to meet.
+/// Who this rank is and whom to meet: [`RendezvousConfig::new`], then
+/// [`RendezvousConfig::timeout`] to change the wait.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RendezvousConfig {
     /// This rank.
     pub rank: usize,
@@ -32,6 +34,33 @@ pub struct RendezvousConfig {
     pub token: String,
     /// How long to wait for everyone.
     pub timeout: Duration,
+}
+
+impl RendezvousConfig {
+    /// Rank `rank` of `world_size`, meeting at `addr` (`host:port`) with
+    /// the job token `token`, waiting up to 60 s for everyone (as a
+    /// `Node` does by default).
+    pub fn new(
+        rank: usize,
+        world_size: usize,
+        addr: impl Into<String>,
+        token: impl Into<String>,
+    ) -> RendezvousConfig {
+        RendezvousConfig {
+            rank,
+            world_size,
+            addr: addr.into(),
+            token: token.into(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Waits up to `timeout` for everyone.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
 }
 
 /// The open connections after the exchange, for the final "ready" round.

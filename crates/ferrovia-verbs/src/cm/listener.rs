@@ -109,7 +109,7 @@ impl CmListenerBuilder {
 /// Listens for RC connection requests on an address and port.
 ///
 /// [`CmListener::accept`] hands out each request as it arrives, in any
-/// order; each [`CmRequest`] then lives on its own (its events never pass
+/// order; each [`CmIncoming`] then lives on its own (its events never pass
 /// through the listener), so a client that connects and vanishes fails
 /// only its own request. Dropping the listener stops listening; requests
 /// and connections it handed out live on.
@@ -143,7 +143,7 @@ impl CmListener {
     }
 
     /// Waits up to `timeout` for the next connection request.
-    pub fn accept(&self, timeout: Duration) -> CmResult<CmRequest> {
+    pub fn accept(&self, timeout: Duration) -> CmResult<CmIncoming> {
         let deadline = Instant::now() + timeout;
         loop {
             let raw = self.id.channel().next(
@@ -173,7 +173,7 @@ impl CmListener {
                 continue;
             }
             let mut event = raw.event;
-            return Ok(CmRequest {
+            return Ok(CmIncoming {
                 local: id.local_addr().unwrap_or(self.local),
                 id,
                 peer,
@@ -196,7 +196,7 @@ impl AsRawFd for CmListener {
 /// A connection request: accept it with a queue pair, or reject it.
 /// Dropping it unanswered rejects it.
 #[derive(Debug)]
-pub struct CmRequest {
+pub struct CmIncoming {
     id: CmId,
     peer: SocketAddr,
     local: SocketAddr,
@@ -205,7 +205,7 @@ pub struct CmRequest {
     shared: Arc<Shared>,
 }
 
-impl CmRequest {
+impl CmIncoming {
     /// The client's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
@@ -255,7 +255,7 @@ impl CmRequest {
     /// Moves `qp` (on the request's device and port, in RESET) through
     /// INIT and RTR to RTS with the connection manager's attributes, so
     /// receives can be posted before the client can send.
-    /// [`CmRequest::accept_qp`] does it if needed.
+    /// [`CmIncoming::accept_qp`] does it if needed.
     pub fn ready_qp(&self, qp: &QueuePair) -> CmResult<()> {
         check_device(&self.id, qp, self.peer)?;
         let depths = self.depths(qp)?;
@@ -285,7 +285,7 @@ impl CmRequest {
         ))
     }
 
-    /// Accepts with new verbs objects ([`CmRequest::create_resources`]),
+    /// Accepts with new verbs objects ([`CmIncoming::create_resources`]),
     /// answering with `private_data` (at most 196 bytes on IB and RoCE),
     /// and waits up to `timeout` for the client to confirm.
     pub fn accept(self, private_data: &[u8], timeout: Duration) -> CmResult<CmConnection> {
@@ -294,7 +294,7 @@ impl CmRequest {
         self.accept_with(resources, private_data, timeout)
     }
 
-    /// Accepts with objects from [`CmRequest::create_resources`] (or
+    /// Accepts with objects from [`CmIncoming::create_resources`] (or
     /// gathered by hand on the request's device and port).
     pub fn accept_with(
         self,
@@ -307,7 +307,7 @@ impl CmRequest {
     }
 
     /// Accepts with `qp` (on the request's device and port; in RESET, or
-    /// in RTS after [`CmRequest::ready_qp`]), answering with
+    /// in RTS after [`CmIncoming::ready_qp`]), answering with
     /// `private_data` (at most 196 bytes on IB and RoCE), and waits up to
     /// `timeout` for the client to confirm (`RDMA_CM_EVENT_ESTABLISHED`).
     /// On failure the QP is moved to the error state.

@@ -2,7 +2,7 @@
 //! `cm`).
 //!
 //! A server binds a [`CmListener`] to an address and port and accepts
-//! [`CmRequest`]s as clients come; a client that knows only the address
+//! [`CmIncoming`]s as clients come; a client that knows only the address
 //! calls [`cm_connect`] (or a [`CmConnector`]). Either side gets a
 //! [`CmConnection`]: a connected RC [`QueuePair`](crate::QueuePair) with
 //! its CQ and PD, and a [`CmLink`] that reports what happens to the
@@ -75,7 +75,7 @@ pub use connector::{CmConnector, CmResolved, cm_connect};
 pub use error::{CmError, CmResult};
 pub use event::{CmEvent, CmEventType};
 pub use link::{CmConnection, CmLink};
-pub use listener::{CmListener, CmListenerBuilder, CmRequest};
+pub use listener::{CmIncoming, CmListener, CmListenerBuilder};
 pub use params::{
     ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX, CmParams, REJECT_PRIVATE_DATA_MAX,
 };

@@ -19,6 +19,7 @@ pub const REJECT_PRIVATE_DATA_MAX: usize = 148;
 /// Transport parameters negotiated through the connection manager. The
 /// defaults suit soft-RoCE and a datacenter fabric alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CmParams {
     /// RDMA reads and atomics the peer may have outstanding towards this
     /// side (clamped to the device and, when accepting, to what the peer
@@ -48,6 +49,46 @@ impl Default for CmParams {
             rnr_retry_count: 7,
             min_rnr_timer: 12,
         }
+    }
+}
+
+/// Chainable setters, one per field: `CmParams::default().responder_resources(..)`
+/// (the struct is `#[non_exhaustive]`, so other crates cannot write it as
+/// a literal).
+impl CmParams {
+    /// Sets the `responder_resources` field.
+    #[must_use]
+    pub fn responder_resources(mut self, responder_resources: u8) -> Self {
+        self.responder_resources = responder_resources;
+        self
+    }
+
+    /// Sets the `initiator_depth` field.
+    #[must_use]
+    pub fn initiator_depth(mut self, initiator_depth: u8) -> Self {
+        self.initiator_depth = initiator_depth;
+        self
+    }
+
+    /// Sets the `retry_count` field.
+    #[must_use]
+    pub fn retry_count(mut self, retry_count: u8) -> Self {
+        self.retry_count = retry_count;
+        self
+    }
+
+    /// Sets the `rnr_retry_count` field.
+    #[must_use]
+    pub fn rnr_retry_count(mut self, rnr_retry_count: u8) -> Self {
+        self.rnr_retry_count = rnr_retry_count;
+        self
+    }
+
+    /// Sets the `min_rnr_timer` field.
+    #[must_use]
+    pub fn min_rnr_timer(mut self, min_rnr_timer: u8) -> Self {
+        self.min_rnr_timer = min_rnr_timer;
+        self
     }
 }
 

@@ -30,10 +30,7 @@ pub(crate) type Settings = VerbsBuilder;
 /// in well under a second (4.096 µs × 2^12 ≈ 17 ms per try, 7 retries).
 pub(crate) fn default_settings() -> Settings {
     let mut verbs = VerbsConfig::default();
-    verbs.connect = ConnectOptions {
-        timeout: 12,
-        ..ConnectOptions::default()
-    };
+    verbs.connect = ConnectOptions::default().timeout(12);
     VerbsBuilder::default().with_config(verbs)
 }
 

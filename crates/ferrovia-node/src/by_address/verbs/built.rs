@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ferrovia_channel::{Channel, ChannelBuilder, ChannelConfig, MultiChannel};
 use ferrovia_mr::MrRegistry;
 use ferrovia_verbs::cm::{
-    CmConnector, CmError, CmLink, CmListener, CmParams, CmRequest, CmResolved, RejectReason,
+    CmConnector, CmError, CmIncoming, CmLink, CmListener, CmParams, CmResolved, RejectReason,
 };
 use ferrovia_verbs::{Context, ProtectionDomain};
 use ferrovia_verbs_transport::{VerbsConfig, VerbsTransport, registry};
@@ -38,7 +38,7 @@ pub(crate) struct VerbsListener {
 
 /// A request taken from the connection manager, not yet answered.
 pub(crate) struct VerbsIncoming {
-    request: CmRequest,
+    request: CmIncoming,
     cfg: ChannelConfig,
     verbs: VerbsConfig,
     pd: ProtectionDomain,
@@ -57,13 +57,12 @@ pub(crate) struct VerbsOutgoing {
 
 fn params(verbs: &VerbsConfig) -> CmParams {
     let c = &verbs.connect;
-    CmParams {
-        responder_resources: c.max_rd_atomic,
-        initiator_depth: c.max_rd_atomic,
-        retry_count: c.retry_cnt,
-        rnr_retry_count: c.rnr_retry,
-        min_rnr_timer: c.min_rnr_timer,
-    }
+    CmParams::default()
+        .responder_resources(c.max_rd_atomic)
+        .initiator_depth(c.max_rd_atomic)
+        .retry_count(c.retry_cnt)
+        .rnr_retry_count(c.rnr_retry)
+        .min_rnr_timer(c.min_rnr_timer)
 }
 
 /// The protection domain on `device`: `given`'s if it is there, else one

@@ -234,7 +234,7 @@ pub(crate) fn run(node: &mut Node, plan: Plan) -> Result<(), NodeError> {
             link,
             peer,
             plan.timeout,
-            || Ok(ch.borrow_mut().renew_transport(peer)?),
+            || Ok(ch.borrow_mut().renew(peer)?),
             |theirs| Ok(ch.borrow_mut().connect_renewed(peer, &theirs)?),
         )?;
         println!(
