@@ -11,7 +11,8 @@
 //! `cargo run --example kv_transfer` starts both ranks on this machine
 //! (over UCX without RDMA hardware). `FERROVIA_RAILS` picks the rails: a
 //! count on the node's own backend (default 2) or device names
-//! (`rxe0,rxe1`).
+//! (`rxe0,rxe1`); `KV_BLOCKS` moves fewer blocks (a debug build in an
+//! emulated VM spends a minute making and checking 1000).
 
 use std::error::Error;
 use std::time::Duration;
@@ -26,7 +27,7 @@ const BLOCK: usize = 64 << 10;
 /// Blocks a pool holds by default (1 GiB; `KV_POOL_MIB` sets another
 /// size, e.g. in a small VM).
 const POOL_BLOCKS: usize = 16384;
-/// Blocks of the request moved.
+/// Blocks of the request moved by default, and at most.
 const BLOCKS: usize = 1000;
 const REQUEST: u64 = 7;
 
@@ -51,6 +52,18 @@ fn pool_blocks() -> Res<usize> {
         return Err(format!("KV_POOL_MIB={mib}: a power of two, at least 64").into());
     }
     Ok(mib * (1 << 20) / BLOCK)
+}
+
+/// Blocks of the request: `KV_BLOCKS` (1 to 1000) or 1000.
+fn request_blocks() -> Res<usize> {
+    let Ok(n) = std::env::var("KV_BLOCKS") else {
+        return Ok(BLOCKS);
+    };
+    let n: usize = n.parse()?;
+    if !(1..=BLOCKS).contains(&n) {
+        return Err(format!("KV_BLOCKS={n}: 1 to {BLOCKS}").into());
+    }
+    Ok(n)
 }
 
 /// The request's block `i`, as prefill computed it.
@@ -78,16 +91,17 @@ fn main() -> Res {
         .rails_from_env()
         .open(&mut node)?;
     let blocks = pool_blocks()?;
+    let count = request_blocks()?;
     let pool = engine.alloc(blocks * BLOCK, target_options().zero_based())?;
     let pools = engine.all_gather(&mut node, &pool.remote()?, WAIT)?;
     if me == 0 {
         // The prefill pass left the request's blocks in the pool.
-        for i in 0..BLOCKS {
+        for i in 0..count {
             pool.buffer()
                 .write_from(prefill_slot(i, blocks) * BLOCK, &block(i))?;
         }
-        let mut list = DescriptorList::with_capacity(BLOCKS);
-        for i in 0..BLOCKS {
+        let mut list = DescriptorList::with_capacity(count);
+        for i in 0..count {
             let from = prefill_slot(i, blocks) * BLOCK;
             list.push(
                 from..from + BLOCK,
@@ -124,7 +138,7 @@ fn main() -> Res {
         }
         // Every block landed before the notification: check them all.
         let mut got = vec![0u8; BLOCK];
-        for i in 0..BLOCKS {
+        for i in 0..count {
             pool.buffer()
                 .read_into(decode_slot(i, blocks) * BLOCK, &mut got)?;
             if checksum(&got) != checksum(&block(i)) {
@@ -137,7 +151,7 @@ fn main() -> Res {
         }
         println!(
             "kv_transfer: rank {me} of {n} (decode) received request {request}: \
-             {BLOCKS} blocks of {} KiB, every checksum verified",
+             {count} blocks of {} KiB, every checksum verified",
             BLOCK >> 10
         );
     }
