@@ -56,8 +56,9 @@ impl Ep {
 impl Worker {
     /// `ucp_tag_recv_nbx` into the buffers `layout` describes, of a
     /// message whose tag matches `tag` under `mask`; the callback reports
-    /// `token`, with the received length and the sender's tag. It never
-    /// completes inside the call with the sender's tag unknown.
+    /// `token`, with the received length and the sender's tag. UCX is
+    /// asked not to complete it inside the call (`NO_IMM_CMPL`), where it
+    /// could lose the sender's tag.
     ///
     /// # Safety
     /// The worker's contract (see [`Worker`]); the buffers `layout` names
