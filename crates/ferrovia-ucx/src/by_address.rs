@@ -10,8 +10,8 @@ use std::fmt;
 use std::net::{SocketAddr, TcpStream};
 
 use crate::error::UcxError;
-use crate::ffi;
 use crate::transport::UcxTransport;
+use crate::ucp::Status;
 
 impl UcxTransport {
     /// Connects this transport's one peer (index 0; this side is 0 to it
@@ -88,14 +88,14 @@ pub enum EndpointFailure {
 }
 
 impl EndpointFailure {
-    fn from_status(status: ffi::ucs_status_t) -> EndpointFailure {
+    fn from_status(status: Status) -> EndpointFailure {
         match status {
-            ffi::UCS_ERR_NOT_CONNECTED => EndpointFailure::NotConnected,
-            ffi::UCS_ERR_REJECTED => EndpointFailure::Rejected,
-            ffi::UCS_ERR_UNREACHABLE => EndpointFailure::Unreachable,
-            ffi::UCS_ERR_CONNECTION_RESET => EndpointFailure::Reset,
-            ffi::UCS_ERR_ENDPOINT_TIMEOUT | ffi::UCS_ERR_TIMED_OUT => EndpointFailure::TimedOut,
-            other => EndpointFailure::Other(other),
+            Status::NOT_CONNECTED => EndpointFailure::NotConnected,
+            Status::REJECTED => EndpointFailure::Rejected,
+            Status::UNREACHABLE => EndpointFailure::Unreachable,
+            Status::CONNECTION_RESET => EndpointFailure::Reset,
+            Status::ENDPOINT_TIMEOUT | Status::TIMED_OUT => EndpointFailure::TimedOut,
+            other => EndpointFailure::Other(other.code()),
         }
     }
 
@@ -103,11 +103,11 @@ impl EndpointFailure {
     /// representative one).
     pub fn status(self) -> i8 {
         match self {
-            EndpointFailure::NotConnected => ffi::UCS_ERR_NOT_CONNECTED,
-            EndpointFailure::Rejected => ffi::UCS_ERR_REJECTED,
-            EndpointFailure::Unreachable => ffi::UCS_ERR_UNREACHABLE,
-            EndpointFailure::Reset => ffi::UCS_ERR_CONNECTION_RESET,
-            EndpointFailure::TimedOut => ffi::UCS_ERR_ENDPOINT_TIMEOUT,
+            EndpointFailure::NotConnected => Status::NOT_CONNECTED.code(),
+            EndpointFailure::Rejected => Status::REJECTED.code(),
+            EndpointFailure::Unreachable => Status::UNREACHABLE.code(),
+            EndpointFailure::Reset => Status::CONNECTION_RESET.code(),
+            EndpointFailure::TimedOut => Status::ENDPOINT_TIMEOUT.code(),
             EndpointFailure::Other(s) => s,
         }
     }

@@ -1,39 +1,19 @@
-//! The UCX context (`ucp_context_h`): shared by the progress thread's
-//! worker and by memory registration, so it lives behind an `Arc`.
+//! The public UCX context ([`UcxContext`]): `ucp::Context`, shared by the
+//! progress thread's worker and by memory registration, so it lives
+//! behind an `Arc`, and the confinements it is made with.
 
-use std::ffi::CString;
 use std::net::SocketAddr;
-use std::ptr::{null, null_mut};
 use std::sync::Arc;
 
-use crate::error::{UcxError, check};
+use crate::error::UcxError;
 use crate::exposure::Exposure;
-use crate::ffi;
+use crate::ucp;
 
 /// An initialised UCX context with tag matching, RMA, active messages and
 /// wakeup enabled. Cloning shares it.
 #[derive(Clone)]
 pub struct UcxContext {
-    pub(crate) handle: Arc<ContextHandle>,
-}
-
-pub(crate) struct ContextHandle {
-    pub(crate) raw: ffi::ucp_context_h,
-}
-
-// SAFETY: the context is created with `mt_workers_shared`, so UCX guards
-// its shared state (memory maps) with its own lock; after creation it is
-// otherwise only read.
-unsafe impl Send for ContextHandle {}
-// SAFETY: as above.
-unsafe impl Sync for ContextHandle {}
-
-impl Drop for ContextHandle {
-    fn drop(&mut self) {
-        // SAFETY: every worker and memory map holds an `Arc` of this handle,
-        // so none is left when the last one drops.
-        unsafe { ffi::ucp_cleanup(self.raw) };
-    }
+    pub(crate) handle: Arc<ucp::Context>,
 }
 
 impl std::fmt::Debug for UcxContext {
@@ -53,18 +33,8 @@ impl UcxContext {
     /// e.g. `[("TLS", "tcp")]` (the names of `UCX_*` variables without the
     /// prefix).
     pub fn with_options(options: &[(&str, &str)]) -> Result<UcxContext, UcxError> {
-        let mut config = null_mut();
-        // SAFETY: NULL prefix and file mean "environment only"; `config`
-        // is a valid out-pointer.
-        check("ucp_config_read", unsafe {
-            ffi::ucp_config_read(null(), null(), &mut config)
-        })?;
-        let applied = apply(config, options);
-        let raw = applied.and_then(|()| init(config));
-        // SAFETY: read above, released once; init copied what it needs.
-        unsafe { ffi::ucp_config_release(config) };
         Ok(UcxContext {
-            handle: Arc::new(ContextHandle { raw: raw? }),
+            handle: Arc::new(ucp::Context::new(options)?),
         })
     }
 }
@@ -108,51 +78,4 @@ impl UcxContext {
         }
         UcxContext::confined(exposure, &all)
     }
-}
-
-fn apply(config: *mut ffi::ucp_config_t, options: &[(&str, &str)]) -> Result<(), UcxError> {
-    for (name, value) in options {
-        let (Ok(n), Ok(v)) = (CString::new(*name), CString::new(*value)) else {
-            return Err(UcxError::InvalidOption {
-                name: name.to_string(),
-            });
-        };
-        // SAFETY: valid config and NUL-terminated strings.
-        check("ucp_config_modify", unsafe {
-            ffi::ucp_config_modify(config, n.as_ptr(), v.as_ptr())
-        })?;
-    }
-    Ok(())
-}
-
-fn init(config: *const ffi::ucp_config_t) -> Result<ffi::ucp_context_h, UcxError> {
-    let params = ffi::ucp_params_t {
-        field_mask: u64::from(
-            ffi::UCP_PARAM_FIELD_FEATURES | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-        ),
-        features: u64::from(
-            ffi::UCP_FEATURE_TAG
-                | ffi::UCP_FEATURE_RMA
-                | ffi::UCP_FEATURE_AM
-                | ffi::UCP_FEATURE_AMO64
-                | ffi::UCP_FEATURE_WAKEUP,
-        ),
-        // Registration runs on user threads while the progress thread
-        // owns the worker.
-        mt_workers_shared: 1,
-        ..Default::default()
-    };
-    let mut ctx = null_mut();
-    // SAFETY: ucp_init is a static inline over ucp_init_version with the
-    // header's API version, which is what this passes.
-    check("ucp_init", unsafe {
-        ffi::ucp_init_version(
-            ffi::UCP_API_MAJOR,
-            ffi::UCP_API_MINOR,
-            &params,
-            config,
-            &mut ctx,
-        )
-    })?;
-    Ok(ctx)
 }

@@ -15,7 +15,7 @@
 //! turn, and every direct post, drains that queue first, so ops leave in
 //! posting order whichever way they came. A turn: commands,
 //! `ucp_worker_progress`, then the events UCX's callbacks recorded
-//! (`crate::events`; no callback re-enters the engine). An `*_nbx` call
+//! (`crate::ucp::events`; no callback re-enters the engine). An `*_nbx` call
 //! that completes or fails inside the call has no callback: the send
 //! pipeline applies that outcome at once. Completions collect in the
 //! engine (`ready`); whoever lets go of the lock without taking them
@@ -31,22 +31,19 @@
 //! that report, so dropping a handle never frees memory UCX still touches.
 
 use std::collections::VecDeque;
-use std::ptr::null_mut;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use ferrovia_channel::transport::Completion;
 
-use crate::context::ContextHandle;
 use crate::control::AM_ID;
-use crate::error::{UcxError, check};
-use crate::events::{self, Event};
-use crate::ffi;
+use crate::error::UcxError;
 use crate::keys::KeyDirectory;
 use crate::peer::Peer;
-use crate::status::{vendor_err, wc_status};
 use crate::tag::{self, Receives};
+use crate::ucp::events::{self, Event};
+use crate::ucp::{self, Rkey, Status, Worker, vendor_err, wc_status};
 
 mod control_plane;
 mod driver;
@@ -76,7 +73,7 @@ pub(crate) struct Stats {
 }
 
 pub(crate) struct Engine {
-    worker: ffi::ucp_worker_h,
+    worker: Worker,
     efd: i32,
     shared: Arc<Shared>,
     dir: Arc<KeyDirectory>,
@@ -97,7 +94,7 @@ pub(crate) struct Engine {
     closing: usize,
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
-    dead_rkeys: Vec<ffi::ucp_rkey_h>,
+    dead_rkeys: Vec<Rkey>,
     cp: control_plane::ControlPlane,
     /// Completions not yet handed out: the polling thread takes them
     /// straight from here (also those its own posts produced); the
@@ -115,27 +112,18 @@ pub(crate) struct Engine {
     /// After a panic: the worker is not destroyed.
     leak: bool,
     // Keeps the context alive while the worker exists.
-    _ctx: Arc<ContextHandle>,
+    _ctx: Arc<ucp::Context>,
 }
 impl Engine {
     pub(super) fn new(
-        ctx: Arc<ContextHandle>,
+        ctx: Arc<ucp::Context>,
         dir: Arc<KeyDirectory>,
         shared: Arc<Shared>,
         detect_failures: bool,
     ) -> Result<(Engine, Vec<u8>), UcxError> {
-        let params = ffi::ucp_worker_params_t {
-            field_mask: u64::from(ffi::UCP_WORKER_PARAM_FIELD_THREAD_MODE),
-            // The progress thread and polling user threads take turns under
-            // the engine's lock.
-            thread_mode: ffi::UCS_THREAD_MODE_SERIALIZED,
-            ..Default::default()
-        };
-        let mut worker = null_mut();
-        // SAFETY: valid context, params and out-pointer.
-        check("ucp_worker_create", unsafe {
-            ffi::ucp_worker_create(ctx.raw, &params, &mut worker)
-        })?;
+        // SERIALIZED: the progress thread and polling user threads take
+        // turns under the engine's lock.
+        let worker = Worker::create(&ctx)?;
         let mut engine = Engine {
             worker,
             efd: -1,
@@ -165,42 +153,20 @@ impl Engine {
         };
         // From here on `engine`'s Drop destroys the worker on error.
         let address = engine.address()?;
-        let mut efd = -1;
-        // SAFETY: valid worker (created with the WAKEUP feature) and
-        // out-pointer.
-        check("ucp_worker_get_efd", unsafe {
-            ffi::ucp_worker_get_efd(worker, &mut efd)
-        })?;
-        engine.efd = efd;
-        let am = ffi::ucp_am_handler_param_t {
-            field_mask: u64::from(
-                ffi::UCP_AM_HANDLER_PARAM_FIELD_ID | ffi::UCP_AM_HANDLER_PARAM_FIELD_CB,
-            ),
-            id: AM_ID,
-            cb: Some(events::control_received),
-            ..Default::default()
-        };
-        // SAFETY: valid worker and parameters; the callback is a plain
-        // function that outlives the worker.
-        check("ucp_worker_set_am_recv_handler", unsafe {
-            ffi::ucp_worker_set_am_recv_handler(worker, &am)
-        })?;
-        engine.shared.worker.store(worker, SeqCst);
+        // SAFETY: the worker was just created (its context has the WAKEUP
+        // feature) and no other thread has it yet.
+        engine.efd = unsafe { worker.efd() }?;
+        // SAFETY: as above; the handler reports control messages as events
+        // of `CONTROL_TOKEN`.
+        unsafe { worker.set_control_handler(AM_ID, CONTROL_TOKEN) }?;
+        engine.shared.worker.set(Some(worker));
         Ok((engine, address))
     }
 
     fn address(&self) -> Result<Vec<u8>, UcxError> {
-        let mut addr = null_mut();
-        let mut len = 0usize;
-        // SAFETY: valid worker and out-pointers.
-        check("ucp_worker_get_address", unsafe {
-            ffi::ucp_worker_get_address(self.worker, &mut addr, &mut len)
-        })?;
-        // SAFETY: UCX returned `len` readable bytes at `addr`.
-        let bytes = unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len) }.to_vec();
-        // SAFETY: released once, after copying.
-        unsafe { ffi::ucp_worker_release_address(self.worker, addr) };
-        Ok(bytes)
+        // SAFETY: the engine's worker, live until its Drop, used under the
+        // engine's lock (or in `new`, before the engine is shared).
+        unsafe { self.worker.address() }
     }
 
     /// One round: commands, `ucp_worker_progress`, events. Whether
@@ -220,7 +186,7 @@ impl Engine {
             busy |= self.watch_link();
         }
         // SAFETY: the worker is used under the engine's lock only.
-        busy |= unsafe { ffi::ucp_worker_progress(self.worker) } != 0;
+        busy |= unsafe { self.worker.progress() } != 0;
         busy |= self.handle_events();
         busy
     }
@@ -231,7 +197,7 @@ impl Engine {
         self.shared.sleeping.store(true, SeqCst);
         if self.shared.cmds.is_empty() {
             // SAFETY: the worker is used under the engine's lock only.
-            let armed = unsafe { ffi::ucp_worker_arm(self.worker) } == ffi::UCS_OK;
+            let armed = unsafe { self.worker.arm() } == Status::OK;
             if armed && self.shared.cmds.is_empty() {
                 return Some(self.efd);
             }
@@ -313,8 +279,8 @@ impl Engine {
     /// peer does not exist or failed.
     pub(super) fn post_recv(&mut self, peer: usize, op: &ferrovia_channel::transport::RecvOp) {
         let status = match self.peers.get(peer) {
-            None => ffi::UCS_ERR_INVALID_PARAM,
-            Some(p) if p.failed.is_some() => ffi::UCS_ERR_CANCELED,
+            None => Status::INVALID_PARAM,
+            Some(p) if p.failed.is_some() => Status::CANCELED,
             Some(p) => return self.recvs.post(self.worker, peer, p.generation, op),
         };
         self.complete(send_completion(op.wr_id, status));
@@ -398,7 +364,7 @@ impl Engine {
                     } else {
                         e.notified = true;
                     }
-                    if ev.status != ffi::UCS_OK {
+                    if ev.status != Status::OK {
                         e.fail(ev.status);
                     }
                     self.mark(peer);
@@ -412,7 +378,7 @@ impl Engine {
             }
             CTRL => {
                 self.ctrl.remove(&index);
-                if ev.status != ffi::UCS_OK {
+                if ev.status != Status::OK {
                     log::debug!(
                         "ucx: control message to {peer} failed: status {}",
                         ev.status
@@ -459,18 +425,18 @@ unsafe impl Send for Engine {}
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.shared.worker.store(null_mut(), SeqCst);
+        self.shared.worker.set(None);
         if self.leak {
             return;
         }
         // SAFETY: created in `new`, destroyed once; endpoints were closed.
-        unsafe { ffi::ucp_worker_destroy(self.worker) };
+        unsafe { self.worker.destroy() };
     }
 }
 
 /// The completion of a send-queue op (or of any op refused before UCX saw
 /// it): no bytes, no immediate.
-fn send_completion(wr_id: u64, status: ffi::ucs_status_t) -> Completion {
+fn send_completion(wr_id: u64, status: Status) -> Completion {
     Completion {
         wr_id,
         status: wc_status(status),

@@ -1,9 +1,6 @@
 //! The UCX layer's error type.
 
-use std::ffi::CStr;
 use std::net::SocketAddr;
-
-use crate::ffi;
 
 /// A UCX call failed, or an operation did not finish in time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,47 +97,5 @@ impl UcxError {
             UcxError::Endpoint { peer, .. } => Some(*peer),
             _ => None,
         }
-    }
-}
-
-pub(crate) fn status_error(op: &'static str, status: ffi::ucs_status_t) -> UcxError {
-    // SAFETY: ucs_status_string returns a static NUL-terminated string for
-    // any status value.
-    let message = unsafe { CStr::from_ptr(ffi::ucs_status_string(status)) }
-        .to_string_lossy()
-        .into_owned();
-    UcxError::Status {
-        op,
-        status,
-        message,
-    }
-}
-
-/// A failed status of a call about `addr`.
-pub(crate) fn addr_error(
-    op: &'static str,
-    addr: SocketAddr,
-    status: ffi::ucs_status_t,
-) -> UcxError {
-    match status_error(op, status) {
-        UcxError::Status {
-            op,
-            status,
-            message,
-        } => UcxError::Addr {
-            op,
-            addr,
-            status,
-            message,
-        },
-        other => other,
-    }
-}
-
-pub(crate) fn check(op: &'static str, status: ffi::ucs_status_t) -> Result<(), UcxError> {
-    if status == ffi::UCS_OK as ffi::ucs_status_t {
-        Ok(())
-    } else {
-        Err(status_error(op, status))
     }
 }

@@ -9,8 +9,6 @@
 //! (`revoke`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::c_void;
-use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
@@ -19,10 +17,10 @@ use ferrovia_mr::{MrError, RegisteredKeys, Registrar};
 use ferrovia_types::AccessFlags;
 use parking_lot::Mutex;
 
-use crate::context::{ContextHandle, UcxContext};
-use crate::error::{UcxError, check};
-use crate::ffi;
+use crate::context::UcxContext;
+use crate::error::UcxError;
 use crate::revoke::{self, Driver};
+use crate::ucp::{self, MemMap};
 
 /// Set in the keys of registrations whose RDMA addresses are not their
 /// pointers (`crate::local_addr` translates their local buffers).
@@ -80,31 +78,21 @@ struct Entry {
 /// so puts and gets to it are plain copies); unmapped when the last
 /// registration and owner drop.
 pub(crate) struct Mapped {
-    memh: ffi::ucp_mem_h,
+    /// Unmapped as this drops, after the last registration and the owner
+    /// dropped their `Arc`s.
+    memh: MemMap,
     addr: usize,
     len: usize,
-    ctx: Arc<ContextHandle>,
     /// Where it is listed once usable (its entry goes when it drops).
     dir: Weak<KeyDirectory>,
 }
-
-// SAFETY: the handle is only passed to `ucp_rkey_pack`/`ucp_mem_unmap` on a
-// context created with `mt_workers_shared` (UCX locks it).
-unsafe impl Send for Mapped {}
-// SAFETY: as above.
-unsafe impl Sync for Mapped {}
 
 impl Drop for Mapped {
     fn drop(&mut self) {
         if let Some(dir) = self.dir.upgrade() {
             dir.forget_allocation(self);
         }
-        // SAFETY: mapped once by `allocate`, unmapped once here, after the
-        // last registration and the owner dropped their `Arc`s.
-        let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, self.memh) };
-        if let Err(e) = check("ucp_mem_unmap", status) {
-            log::warn!("{e}");
-        }
+        // `memh` unmaps now, as the fields drop.
     }
 }
 
@@ -230,7 +218,7 @@ impl KeyDirectory {
 /// `MrRegistry::with_registrar`.
 #[derive(Clone)]
 pub struct UcxRegistrar {
-    pub(crate) ctx: Arc<ContextHandle>,
+    pub(crate) ctx: Arc<ucp::Context>,
     pub(crate) dir: Arc<KeyDirectory>,
 }
 
@@ -247,24 +235,20 @@ impl UcxRegistrar {
 /// unmaps (or releases its share of a UCX allocation).
 struct UcxKeys {
     key: u32,
+    /// Unmapped (or its share of a UCX allocation released) as the fields
+    /// drop, after `Drop::drop`'s revocation: held, never read.
+    #[allow(dead_code)]
     memh: Memh,
     access: AccessFlags,
-    ctx: Arc<ContextHandle>,
     dir: Arc<KeyDirectory>,
 }
 
 enum Memh {
     /// `ucp_mem_map` of the caller's memory, owned by this registration.
-    Own(ffi::ucp_mem_h),
+    Own(#[allow(dead_code)] MemMap),
     /// Part of a UCX allocation, kept mapped while this registration lives.
     Shared(#[allow(dead_code)] Arc<Mapped>),
 }
-
-// SAFETY: the memory handle is only passed back to `ucp_mem_unmap` on a
-// context created with `mt_workers_shared` (UCX locks it).
-unsafe impl Send for UcxKeys {}
-// SAFETY: as above; `&UcxKeys` exposes only plain fields.
-unsafe impl Sync for UcxKeys {}
 
 // SAFETY: `access` is what the registration was asked for (set once in
 // `register`), and the keys (`key`) never change. Rights: ferrovia peers
@@ -303,31 +287,9 @@ impl Drop for UcxKeys {
                 timeout,
             );
         }
-        if let Memh::Own(memh) = self.memh {
-            // SAFETY: mapped once by `register`, unmapped once here, after
-            // the revocation above.
-            let status = unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
-            if let Err(e) = check("ucp_mem_unmap", status) {
-                log::warn!("{e}");
-            }
-        }
+        // `memh` unmaps (an own mapping) now, as the fields drop: after the
+        // revocation above.
     }
-}
-
-/// `ucp_rkey_pack` of `memh`.
-fn pack(ctx: &ContextHandle, memh: ffi::ucp_mem_h) -> Result<Vec<u8>, UcxError> {
-    let mut buf = null_mut();
-    let mut size = 0usize;
-    // SAFETY: `memh` is mapped on this context.
-    check("ucp_rkey_pack", unsafe {
-        ffi::ucp_rkey_pack(ctx.raw, memh, &mut buf, &mut size)
-    })?;
-    // SAFETY: UCX returned `size` readable bytes at `buf`; released once
-    // after copying.
-    let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) }.to_vec();
-    // SAFETY: as above.
-    unsafe { ffi::ucp_rkey_buffer_release(buf) };
-    Ok(bytes)
 }
 
 fn to_mr(e: UcxError) -> MrError {
@@ -353,33 +315,16 @@ unsafe impl Registrar for UcxRegistrar {
     ) -> Result<Box<dyn RegisteredKeys>, MrError> {
         let (memh, packed) = match self.dir.allocation_of(addr as usize, len) {
             Some(m) => {
-                let packed = pack(&self.ctx, m.memh).map_err(to_mr)?;
+                let packed = m.memh.pack().map_err(to_mr)?;
                 (Memh::Shared(m), packed)
             }
             None => {
-                let params = ffi::ucp_mem_map_params_t {
-                    field_mask: u64::from(
-                        ffi::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-                    ),
-                    address: addr.cast::<c_void>(),
-                    length: len,
-                    ..Default::default()
-                };
-                let mut memh = null_mut();
                 // SAFETY: the caller keeps `len` bytes at `addr` allocated
-                // while the keys exist; the context outlives them (`Arc`).
-                check("ucp_mem_map", unsafe {
-                    ffi::ucp_mem_map(self.ctx.raw, &params, &mut memh)
-                })
-                .map_err(to_mr)?;
-                match pack(&self.ctx, memh) {
-                    Ok(p) => (Memh::Own(memh), p),
-                    Err(e) => {
-                        // SAFETY: mapped above, unmapped once.
-                        unsafe { ffi::ucp_mem_unmap(self.ctx.raw, memh) };
-                        return Err(to_mr(e));
-                    }
-                }
+                // while the keys exist, and the keys own the map.
+                let memh = unsafe { MemMap::map(&self.ctx, addr, len) }.map_err(to_mr)?;
+                // A failed pack unmaps it again (it drops).
+                let packed = memh.pack().map_err(to_mr)?;
+                (Memh::Own(memh), packed)
             }
         };
         let key = self.dir.insert(KeyInfo {
@@ -393,7 +338,6 @@ unsafe impl Registrar for UcxRegistrar {
             key,
             memh,
             access,
-            ctx: self.ctx.clone(),
             dir: self.dir.clone(),
         }))
     }
@@ -403,60 +347,39 @@ impl UcxRegistrar {
     /// `ucp_mem_map(ALLOCATE)`: memory UCX places where its transports reach
     /// it fastest (shared memory on this host).
     fn allocate_mapped(&self, len: usize) -> Result<ferrovia_mr::Allocation, UcxError> {
-        let params = ffi::ucp_mem_map_params_t {
-            field_mask: u64::from(
-                ffi::UCP_MEM_MAP_PARAM_FIELD_LENGTH | ffi::UCP_MEM_MAP_PARAM_FIELD_FLAGS,
-            ),
-            length: len,
-            flags: ffi::UCP_MEM_MAP_ALLOCATE,
-            ..Default::default()
-        };
-        let mut memh = null_mut();
-        // SAFETY: valid context, params and out-pointer.
-        check("ucp_mem_map", unsafe {
-            ffi::ucp_mem_map(self.ctx.raw, &params, &mut memh)
-        })?;
-        let mut attr = ffi::ucp_mem_attr_t {
-            field_mask: u64::from(ffi::UCP_MEM_ATTR_FIELD_ADDRESS | ffi::UCP_MEM_ATTR_FIELD_LENGTH),
-            ..Default::default()
-        };
-        // The handle unmaps on every path from here.
+        // Unmapped on every path from here (it drops).
+        let memh = MemMap::allocate(&self.ctx, len)?;
+        let (ptr, got) = memh.query()?;
         let mut mapped = Mapped {
             memh,
             addr: 0,
             len: 0,
-            ctx: self.ctx.clone(),
             dir: Arc::downgrade(&self.dir),
         };
-        // SAFETY: `memh` was just mapped; `attr` is a valid out-pointer.
-        check("ucp_mem_query", unsafe {
-            ffi::ucp_mem_query(memh, &mut attr)
-        })?;
-        let ptr = attr.address.cast::<u8>();
         let page = ferrovia_types::page_size();
         let unusable = || UcxError::UnusableAllocation {
             asked: len,
-            got: attr.length,
+            got,
             addr: ptr as usize,
         };
         let Some(nn) = std::ptr::NonNull::new(ptr) else {
             return Err(unusable());
         };
-        if attr.length < len || !(ptr as usize).is_multiple_of(page) {
+        if got < len || !(ptr as usize).is_multiple_of(page) {
             return Err(unusable());
         }
-        // SAFETY: UCX allocated `attr.length` writable bytes at `ptr`, used
+        // SAFETY: UCX allocated `got` writable bytes at `ptr`, used
         // by nothing else yet; MrRegistry::alloc promises zeroes.
-        unsafe { std::ptr::write_bytes(ptr, 0, attr.length) };
+        unsafe { std::ptr::write_bytes(ptr, 0, got) };
         mapped.addr = ptr as usize;
-        mapped.len = attr.length;
+        mapped.len = got;
         let mapped = Arc::new(mapped);
         self.dir.remember_allocation(&mapped);
-        // SAFETY: `attr.length` bytes at `nn`, page-aligned (checked above),
+        // SAFETY: `got` bytes at `nn`, page-aligned (checked above),
         // zeroed above and used by nothing else; the memory stays mapped
         // until the last `Arc<Mapped>` drops: the owner, or a registration
         // of it that outlives the owner (the registry drops the owner last).
-        Ok(unsafe { ferrovia_mr::Allocation::new(nn, attr.length, Box::new(mapped)) })
+        Ok(unsafe { ferrovia_mr::Allocation::new(nn, got, Box::new(mapped)) })
     }
 }
 

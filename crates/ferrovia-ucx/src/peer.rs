@@ -15,18 +15,15 @@ use std::collections::hash_map::{self, HashMap};
 
 use ferrovia_channel::transport::{OpKind, SendOp};
 
-use crate::ffi;
 use crate::keys::KeyInfo;
+use crate::ucp::{Ep, Iov, Rkey, Status};
 
 /// A peer's registration, as this side knows it.
 pub(crate) enum RemoteKey {
     /// Asked for; ops using it wait.
     Requested,
     /// Unpacked on the endpoint.
-    Ready {
-        rkey: ffi::ucp_rkey_h,
-        info: KeyInfo,
-    },
+    Ready { rkey: Rkey, info: KeyInfo },
     /// The peer has no such registration.
     Missing,
     /// The peer revoked it (deregistered, or shut down): accesses fail
@@ -43,7 +40,7 @@ pub(crate) struct RemoteKeys {
     map: HashMap<u32, RemoteKey>,
     /// The key last found ready: its number, rkey, range and rights (the
     /// packed bytes are not copied).
-    hot: Option<(u32, ffi::ucp_rkey_h, KeyInfo)>,
+    hot: Option<(u32, Rkey, KeyInfo)>,
 }
 
 /// What an access with a key can do now.
@@ -55,7 +52,7 @@ pub(crate) enum Lookup<'a> {
     /// Refused: missing or revoked.
     Refused,
     /// Usable.
-    Ready(ffi::ucp_rkey_h, &'a KeyInfo),
+    Ready(Rkey, &'a KeyInfo),
 }
 
 impl RemoteKeys {
@@ -98,7 +95,7 @@ impl RemoteKeys {
     }
 
     /// Marks every key revoked; the rkeys that were unpacked go to `dead`.
-    pub(crate) fn revoke_all(&mut self, mut dead: impl FnMut(ffi::ucp_rkey_h)) {
+    pub(crate) fn revoke_all(&mut self, mut dead: impl FnMut(Rkey)) {
         self.hot = None;
         for k in self.map.values_mut() {
             if let RemoteKey::Ready { rkey, .. } = std::mem::replace(k, RemoteKey::Revoked) {
@@ -123,11 +120,11 @@ pub(crate) struct SqEntry {
     /// Writes with immediate: the notification completed.
     pub(crate) notified: bool,
     /// The first error, `UCS_OK` if none.
-    pub(crate) status: ffi::ucs_status_t,
+    pub(crate) status: Status,
     /// UCX requests of this op not yet complete.
     pub(crate) outstanding: u32,
     /// The iovec of a multi-element send, alive until UCX completes it.
-    pub(crate) iov: Option<Box<[ffi::ucp_dt_iov; ferrovia_channel::MAX_ELEMENTS]>>,
+    pub(crate) iov: Option<Iov>,
     /// An atomic's operand (the value added, or compared), which UCX may
     /// read until the op completes: boxed, so it stays put while the queue
     /// moves.
@@ -145,7 +142,7 @@ impl SqEntry {
             issued: false,
             flushed: false,
             notified: false,
-            status: ffi::UCS_OK,
+            status: Status::OK,
             outstanding: 0,
             iov: None,
             operand: None,
@@ -160,25 +157,30 @@ impl SqEntry {
     #[inline]
     pub(crate) fn done(&self) -> bool {
         if !self.issued {
-            return self.status != ffi::UCS_OK;
+            return self.status != Status::OK;
         }
         self.outstanding == 0
             && (!self.is_write() || (self.flushed && (self.imm.is_none() || self.notified)))
     }
 
-    pub(crate) fn fail(&mut self, status: ffi::ucs_status_t) {
-        if self.status == ffi::UCS_OK {
+    pub(crate) fn fail(&mut self, status: Status) {
+        if self.status == Status::OK {
             self.status = status;
         }
     }
 }
 
+/// What a peer that has not failed has: its endpoint (failing a peer
+/// closes it).
+pub(crate) const LIVE: &str = "a peer that has not failed has its endpoint";
+
 /// Everything the engine keeps per peer.
 pub(crate) struct Peer {
-    pub(crate) ep: ffi::ucp_ep_h,
+    /// `None` once the peer failed (its endpoint is closed).
+    pub(crate) ep: Option<Ep>,
     /// Set once the endpoint failed or was flushed: everything completes
     /// with an error from then on.
-    pub(crate) failed: Option<ffi::ucs_status_t>,
+    pub(crate) failed: Option<Status>,
     pub(crate) queue: VecDeque<SqEntry>,
     /// The ops of `queue[cursor..]`, not yet issued, in order.
     pub(crate) waiting: VecDeque<SendOp>,
@@ -213,7 +215,7 @@ impl Peer {
     /// The state of a renewed endpoint `ep` of `generation` that replaces
     /// `old`: sequence numbers go on from the old ones, so no late event of
     /// the old endpoint names an op of the new one.
-    pub(crate) fn renewed(ep: ffi::ucp_ep_h, old: &Peer, generation: u32) -> Peer {
+    pub(crate) fn renewed(ep: Ep, old: &Peer, generation: u32) -> Peer {
         let mut p = Peer::new(ep);
         p.base = old.base.wrapping_add(old.queue.len() as u32);
         p.last_write = p.base.wrapping_sub(1);
@@ -221,9 +223,9 @@ impl Peer {
         p
     }
 
-    pub(crate) fn new(ep: ffi::ucp_ep_h) -> Peer {
+    pub(crate) fn new(ep: Ep) -> Peer {
         Peer {
-            ep,
+            ep: Some(ep),
             failed: None,
             queue: VecDeque::new(),
             waiting: VecDeque::new(),
@@ -239,6 +241,12 @@ impl Peer {
             proposed: None,
             sweeping: None,
         }
+    }
+
+    /// The endpoint of a peer that has not failed.
+    #[inline]
+    pub(crate) fn live_ep(&self) -> Ep {
+        self.ep.expect(LIVE)
     }
 
     /// Appends an op to wait for its turn; its sequence number.
@@ -265,7 +273,7 @@ impl Peer {
     /// returns the sequence number of a write with immediate now due its
     /// notification. There is at most one: issuing such a write closes the
     /// gate, and nothing is issued after it until its notification is.
-    pub(crate) fn flushed(&mut self, upto: u32, status: ffi::ucs_status_t) -> Option<u32> {
+    pub(crate) fn flushed(&mut self, upto: u32, status: Status) -> Option<u32> {
         let mut notify = None;
         let issued = self.cursor;
         for e in self.queue.iter_mut().take(issued) {
@@ -279,11 +287,11 @@ impl Peer {
             }
             e.flushed = true;
             self.unflushed -= 1;
-            if status != ffi::UCS_OK {
+            if status != Status::OK {
                 e.fail(status);
             }
             if e.imm.is_some() {
-                if e.status == ffi::UCS_OK {
+                if e.status == Status::OK {
                     debug_assert!(notify.is_none(), "two writes with immediate in one flush");
                     notify = Some(e.seq);
                 } else {
@@ -307,14 +315,14 @@ impl Peer {
 
     /// Marks the peer failed: queued ops fail with `status` when pumped,
     /// writes stop waiting for flushes.
-    pub(crate) fn fail(&mut self, status: ffi::ucs_status_t) {
+    pub(crate) fn fail(&mut self, status: Status) {
         self.failed = Some(status);
         let issued = self.cursor;
         for e in self.queue.iter_mut().take(issued) {
             if e.is_write() && !(e.flushed && (e.imm.is_none() || e.notified)) {
                 e.flushed = true;
                 e.notified = true;
-                e.fail(ffi::UCS_ERR_CANCELED);
+                e.fail(Status::CANCELED);
             }
         }
         self.unflushed = 0;
@@ -357,7 +365,7 @@ mod tests {
 
     #[test]
     fn completions_leave_in_posting_order() {
-        let mut p = Peer::new(std::ptr::null_mut());
+        let mut p = Peer::new(Ep::dangling());
         let a = p.push(op(OpKind::Send, 1, None, true));
         let b = p.push(op(OpKind::Send, 2, None, true));
         p.cursor = 2;
@@ -378,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_write_completes_after_its_flush_and_notification() {
-        let mut p = Peer::new(std::ptr::null_mut());
+        let mut p = Peer::new(Ep::dangling());
         let w = p.push(op(OpKind::Write, 7, Some(9), true));
         p.cursor = 1;
         let e = p.entry_mut(w).unwrap();
@@ -386,7 +394,7 @@ mod tests {
         p.unflushed = 1;
         p.gate = true;
         assert!(retired(&mut p).is_empty());
-        assert_eq!(p.flushed(w, ffi::UCS_OK), Some(w));
+        assert_eq!(p.flushed(w, Status::OK), Some(w));
         assert_eq!(p.unflushed, 0);
         assert!(retired(&mut p).is_empty(), "the notification is still out");
         p.entry_mut(w).unwrap().notified = true;
@@ -395,7 +403,7 @@ mod tests {
 
     #[test]
     fn one_flush_completes_a_batch_of_writes_and_only_it() {
-        let mut p = Peer::new(std::ptr::null_mut());
+        let mut p = Peer::new(Ep::dangling());
         let seqs: Vec<u32> = (0..16)
             .map(|i| p.push(op(OpKind::Write, i, None, i == 15)))
             .collect();
@@ -410,22 +418,22 @@ mod tests {
             retired(&mut p).is_empty(),
             "no write completes before its flush"
         );
-        assert_eq!(p.flushed(seqs[7], ffi::UCS_OK), None);
+        assert_eq!(p.flushed(seqs[7], Status::OK), None);
         assert_eq!(retired(&mut p), (0..8).collect::<Vec<_>>());
-        assert_eq!(p.flushed(seqs[15], ffi::UCS_OK), None);
+        assert_eq!(p.flushed(seqs[15], Status::OK), None);
         assert_eq!(retired(&mut p), (8..16).collect::<Vec<_>>());
         assert_eq!((p.unflushed, p.cursor), (0, 0));
     }
 
     #[test]
     fn a_failed_peer_releases_waiting_writes() {
-        let mut p = Peer::new(std::ptr::null_mut());
+        let mut p = Peer::new(Ep::dangling());
         let w = p.push(op(OpKind::Write, 3, None, false));
         p.push(op(OpKind::Send, 4, None, true));
         p.cursor = 1;
         p.entry_mut(w).unwrap().issued = true;
         p.unflushed = 1;
-        p.fail(ffi::UCS_ERR_CONNECTION_RESET);
+        p.fail(Status::CONNECTION_RESET);
         assert_eq!(retired(&mut p), [3]);
         assert_eq!(p.queue.front().map(|e| e.wr_id), Some(4));
     }

@@ -18,17 +18,12 @@
 //! Receives live here too ([`Receives`]): posted on the worker with the
 //! tag and mask of their sender, held by slot until UCX reports them.
 
-use std::ffi::c_void;
-use std::ptr::null_mut;
-
-use ferrovia_channel::MAX_ELEMENTS;
 use ferrovia_channel::transport::{Completion, RecvOp};
 use ferrovia_types::Sge;
 
-use crate::engine::token::{RECV, token, user_data};
-use crate::events::{self, Event};
-use crate::ffi;
-use crate::status::{Started, started, vendor_err, wc_status};
+use crate::engine::token::{RECV, token};
+use crate::ucp::events::{self, Event};
+use crate::ucp::{self, Iov, Received, Request, Status, Worker, vendor_err, wc_status};
 
 /// Set when the message carries an immediate.
 pub(crate) const HAS_IMM: u64 = 1 << 61;
@@ -97,36 +92,6 @@ pub(crate) fn is_write_imm(tag: u64) -> bool {
     tag & WRITE_IMM != 0
 }
 
-/// Buffer, count and datatype of a message over `sges`, using `iov` for
-/// several (it must then live until UCX is done with the operation).
-pub(crate) fn layout(
-    sges: &[Sge],
-    iov: &mut Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
-) -> (*mut c_void, usize, ffi::ucp_datatype_t) {
-    const CONTIG_BYTES: ffi::ucp_datatype_t =
-        (1 << ffi::UCP_DATATYPE_SHIFT) | ffi::UCP_DATATYPE_CONTIG as ffi::ucp_datatype_t;
-    match sges {
-        [] => (null_mut(), 0, CONTIG_BYTES),
-        [one] => (
-            one.addr() as usize as *mut c_void,
-            one.length() as usize,
-            CONTIG_BYTES,
-        ),
-        many => {
-            let v = iov.insert(Box::new([ffi::ucp_dt_iov::default(); MAX_ELEMENTS]));
-            for (slot, s) in v.iter_mut().zip(many) {
-                slot.buffer = s.addr() as usize as *mut c_void;
-                slot.length = s.length() as usize;
-            }
-            (
-                v.as_mut_ptr().cast(),
-                many.len(),
-                ffi::UCP_DATATYPE_IOV as ffi::ucp_datatype_t,
-            )
-        }
-    }
-}
-
 /// What a posted receive is for.
 #[derive(Clone, Copy)]
 enum Purpose {
@@ -145,9 +110,9 @@ struct RecvState {
     peer: usize,
     wr_id: u64,
     purpose: Purpose,
-    /// The request while UCX holds it; NULL once completed or cancelled.
-    request: *mut c_void,
-    iov: Option<Box<[ffi::ucp_dt_iov; MAX_ELEMENTS]>>,
+    /// The request while UCX holds it; `None` once completed or cancelled.
+    request: Option<Request>,
+    iov: Option<Iov>,
 }
 
 /// How a receive ended, for the engine to act on.
@@ -187,13 +152,7 @@ impl Receives {
     /// Posts `op` for `peer`'s messages of `generation` on `worker` (any
     /// sender's, for the pool: `peer` [`ANY`]); its end is reported as an
     /// event (by UCX's callback, or at once if it ended in the call).
-    pub(crate) fn post(
-        &mut self,
-        worker: ffi::ucp_worker_h,
-        peer: usize,
-        generation: u32,
-        op: &RecvOp,
-    ) {
+    pub(crate) fn post(&mut self, worker: Worker, peer: usize, generation: u32, op: &RecvOp) {
         let purpose = if peer == ANY {
             Purpose::Pool(*op)
         } else {
@@ -203,7 +162,7 @@ impl Receives {
     }
 
     /// Posts a sweeper for `peer`'s messages of `generation`, an old one.
-    pub(crate) fn post_sweeper(&mut self, worker: ffi::ucp_worker_h, peer: usize, generation: u32) {
+    pub(crate) fn post_sweeper(&mut self, worker: Worker, peer: usize, generation: u32) {
         self.post_as(
             worker,
             peer,
@@ -216,7 +175,7 @@ impl Receives {
 
     fn post_as(
         &mut self,
-        worker: ffi::ucp_worker_h,
+        worker: Worker,
         peer: usize,
         generation: u32,
         wr_id: u64,
@@ -234,49 +193,30 @@ impl Receives {
             peer,
             wr_id,
             purpose,
-            request: null_mut(),
+            request: None,
             iov: None,
         });
-        let (buf, count, dt) = layout(sges, &mut state.iov);
+        let layout = ucp::layout(sges, &mut state.iov);
         let (t, (tag, mask)) = if peer == ANY {
             self.pooled += 1;
             (token(RECV, 0, slot), recv_match_any())
         } else {
             (token(RECV, peer, slot), recv_match(peer, generation))
         };
-        let mut info = ffi::ucp_tag_recv_info_t::default();
-        let mut param = ffi::ucp_request_param_t {
-            op_attr_mask: ffi::UCP_OP_ATTR_FIELD_CALLBACK
-                | ffi::UCP_OP_ATTR_FIELD_USER_DATA
-                | ffi::UCP_OP_ATTR_FIELD_DATATYPE
-                | ffi::UCP_OP_ATTR_FIELD_RECV_INFO
-                // UCX 1.13 can complete a receive of an unexpected eager
-                // message inside the call without filling `recv_info`
-                // (sender tag 0: the immediate lost); the callback always
-                // has it.
-                | ffi::UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
-            user_data: user_data(t),
-            datatype: dt,
-            ..Default::default()
-        };
-        param.cb.recv = Some(events::recv_done);
-        param.recv_info.tag_info = &mut info;
         // SAFETY: the engine passes its live worker, used under its lock;
         // the buffers stay valid until the receive completes or is
         // cancelled (the contract of `Transport::post_recv`, which the
         // transport's caller keeps; a sweeper names none); the iovec lives
-        // in the slot until then; `info` outlives the call, the only time
-        // UCX writes it.
-        let r = unsafe { ffi::ucp_tag_recv_nbx(worker, buf, count, tag, mask, &param) };
-        match started(r) {
-            Started::Done => {
-                let mut ev = Event::new(t, ffi::UCS_OK);
-                ev.len = info.length;
-                ev.tag = info.sender_tag;
+        // in the slot until then.
+        match unsafe { worker.tag_recv(layout, tag, mask, t) } {
+            Received::Done { len, tag } => {
+                let mut ev = Event::new(t, Status::OK);
+                ev.len = len;
+                ev.tag = tag;
                 events::push(ev);
             }
-            Started::Pending(req) => state.request = req,
-            Started::Failed(s) => events::push(Event::new(t, s)),
+            Received::Pending(req) => state.request = Some(req),
+            Received::Failed(s) => events::push(Event::new(t, s)),
         }
     }
 
@@ -285,8 +225,8 @@ impl Receives {
     pub(crate) fn finish(&mut self, slot: u32, ev: &Event) -> Option<Finished> {
         let state = self.slots.get_mut(slot as usize).and_then(Option::take)?;
         self.free.push(slot);
-        let ok = ev.status == ffi::UCS_OK;
-        let truncated = ev.status == ffi::UCS_ERR_MESSAGE_TRUNCATED;
+        let ok = ev.status == Status::OK;
+        let truncated = ev.status == Status::MESSAGE_TRUNCATED;
         if let Purpose::Sweeper(generation) = state.purpose {
             return Some(Finished::Swept {
                 peer: state.peer,
@@ -346,14 +286,15 @@ impl Receives {
     /// Cancels the receives UCX holds for `peer` (all of them if `None`,
     /// the pool's with `Some(ANY)`), sweepers included; their callbacks
     /// report the cancellations.
-    pub(crate) fn cancel(&mut self, worker: ffi::ucp_worker_h, peer: Option<usize>) {
+    pub(crate) fn cancel(&mut self, worker: Worker, peer: Option<usize>) {
         for r in self.slots.iter_mut().flatten() {
-            if peer.is_none_or(|p| p == r.peer) && !r.request.is_null() {
-                let req = std::mem::replace(&mut r.request, null_mut());
+            if peer.is_none_or(|p| p == r.peer)
+                && let Some(req) = r.request.take()
+            {
                 // SAFETY: a receive request UCX still holds (its pointer is
                 // cleared here, so it is cancelled once) on the engine's
                 // worker; its callback reports the cancellation.
-                unsafe { ffi::ucp_request_cancel(worker, req) };
+                unsafe { worker.cancel(req) };
             }
         }
     }

@@ -6,6 +6,7 @@
 //! catches a violation; the tests here run it on the real workspace.
 
 mod code_map;
+mod ffi_tree;
 mod files;
 mod never_edges;
 mod unsafe_code;
@@ -77,6 +78,19 @@ fn unsafe_lives_where_the_architecture_says() {
         }
     }
     report(&unsafe_code::violations(&allowed, &sources));
+}
+
+#[test]
+fn only_the_ucx_ffi_tree_names_ffi() {
+    let src = workspace::root().join("crates/ferrovia-ucx/src");
+    let files: Vec<(String, String)> = rust_files(&src)
+        .into_iter()
+        .map(|path| {
+            let text = read(&src.join(&path));
+            (path, text)
+        })
+        .collect();
+    report(&ffi_tree::outside(&files, ffi_tree::UCX_TREE));
 }
 
 #[test]

@@ -17,20 +17,18 @@
 //! own, and a revocation flush only exists for a key this side unpacked.
 
 use std::collections::HashMap;
-use std::ptr::null_mut;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
-use super::request::{record, send_param};
+use super::request::record;
 use super::token::{CTRL, GOODBYE_FLUSH, REVOKE_FLUSH, token};
 use super::{CLOSE_GRACE, Cmd, Engine};
 use crate::control::{AM_ID, Control};
-use crate::error::check;
-use crate::ffi;
 use crate::keys::KeyInfo;
 use crate::peer::RemoteKey;
 use crate::revoke::Revocation;
+use crate::ucp::{Rkey, Status};
 
 /// What the engine keeps for the control plane.
 #[derive(Default)]
@@ -59,7 +57,7 @@ impl ControlPlane {
 
 struct Flushing {
     key: u32,
-    rkey: ffi::ucp_rkey_h,
+    rkey: Rkey,
 }
 
 impl Engine {
@@ -128,14 +126,11 @@ impl Engine {
         let state = match info {
             None => RemoteKey::Missing,
             Some(info) => {
-                let mut rkey = null_mut();
                 // SAFETY: live endpoint; UCX validates the packed bytes and
                 // copies what it needs.
-                let status = unsafe {
-                    ffi::ucp_ep_rkey_unpack(p.ep, info.packed.as_ptr().cast(), &mut rkey)
-                };
-                match check("ucp_ep_rkey_unpack", status) {
-                    Ok(()) => RemoteKey::Ready { rkey, info },
+                let unpacked = unsafe { Rkey::unpack(p.live_ep(), &info.packed) };
+                match unpacked {
+                    Ok(rkey) => RemoteKey::Ready { rkey, info },
                     Err(e) => {
                         log::warn!("ucx: peer {peer}'s key {key}: {e}");
                         RemoteKey::Missing
@@ -172,6 +167,7 @@ impl Engine {
             self.dead_rkeys.push(rkey);
             return;
         }
+        let ep = ep.expect(crate::peer::LIVE);
         // Puts and gets with the key may still be in flight: acknowledge
         // once a flush of the endpoint (which completes them at both ends)
         // has completed.
@@ -179,19 +175,18 @@ impl Engine {
         self.cp.next_flush = id.wrapping_add(1);
         self.cp.flushing.insert(id, Flushing { key, rkey });
         let t = token(REVOKE_FLUSH, owner, id);
-        let param = send_param(t);
         // SAFETY: live endpoint (the peer has not failed), used under the
         // engine's lock.
-        let r = unsafe { ffi::ucp_ep_flush_nbx(ep, &param) };
+        let r = unsafe { ep.flush(t) };
         record(t, r);
     }
 
     /// Peer side: the flush after a revocation of `owner`'s key completed.
-    pub(super) fn revoke_flushed(&mut self, owner: usize, id: u32, status: ffi::ucs_status_t) {
+    pub(super) fn revoke_flushed(&mut self, owner: usize, id: u32, status: Status) {
         let Some(f) = self.cp.flushing.remove(&id) else {
             return;
         };
-        if status != ffi::UCS_OK {
+        if status != Status::OK {
             // The endpoint failed or was closed, cancelling what was in
             // flight; the owner sees it closed rather than acknowledged.
             self.dead_rkeys.push(f.rkey);
@@ -200,7 +195,7 @@ impl Engine {
         // SAFETY: unpacked once, destroyed once; no access with it is
         // outstanding: it left the key table before the flush, and the
         // flush completed every access issued before it.
-        unsafe { ffi::ucp_rkey_destroy(f.rkey) };
+        unsafe { f.rkey.destroy() };
         self.acknowledge(owner, f.key);
     }
 
@@ -236,17 +231,17 @@ impl Engine {
         self.handle_events();
         self.peers
             .get(peer)
-            .is_some_and(|p| p.departed || p.failed.is_some_and(|s| s != ffi::UCS_ERR_CANCELED))
+            .is_some_and(|p| p.departed || p.failed.is_some_and(|s| s != Status::CANCELED))
     }
 
     /// Why `peer`'s endpoint failed, if it did (not by this side's own
     /// flush).
-    pub(crate) fn peer_failure(&mut self, peer: usize) -> Option<ffi::ucs_status_t> {
+    pub(crate) fn peer_failure(&mut self, peer: usize) -> Option<Status> {
         self.handle_events();
         self.peers
             .get(peer)
             .and_then(|p| p.failed)
-            .filter(|&s| s != ffi::UCS_ERR_CANCELED)
+            .filter(|&s| s != Status::CANCELED)
     }
 
     /// `peer` shut down or closed its endpoint to this side: it accesses
@@ -316,7 +311,7 @@ impl Engine {
                     self.dir.revocation_timeout
                 );
             }
-            self.fail_peer(peer, ffi::UCS_ERR_TIMED_OUT);
+            self.fail_peer(peer, Status::TIMED_OUT);
             self.peer_closed(peer);
         }
         !silent.is_empty()
@@ -328,7 +323,7 @@ impl Engine {
         while let Some(cmd) = self.shared.cmds.pop() {
             match cmd {
                 Cmd::Revoke(r) => self.start_revocation(r),
-                Cmd::Flush { peer } => self.fail_peer(peer, ffi::UCS_ERR_CANCELED),
+                Cmd::Flush { peer } => self.fail_peer(peer, Status::CANCELED),
                 _ => {}
             }
         }
@@ -336,18 +331,18 @@ impl Engine {
 
     fn progress_once(&mut self) {
         // SAFETY: the worker is used under the engine's lock only.
-        unsafe { ffi::ucp_worker_progress(self.worker) };
+        unsafe { self.worker.progress() };
         self.handle_events();
         self.expire_revocations();
     }
 
     /// The flush before a goodbye to `peer` completed.
-    pub(super) fn goodbye_flushed(&mut self, peer: usize, status: ffi::ucs_status_t) {
+    pub(super) fn goodbye_flushed(&mut self, peer: usize, status: Status) {
         self.cp.goodbyes = self.cp.goodbyes.saturating_sub(1);
         if let Some(p) = self.cp.goodbye_pending.get_mut(peer) {
             *p = false;
         }
-        if status == ffi::UCS_OK {
+        if status == Status::OK {
             self.say_goodbye(peer);
         }
     }
@@ -393,9 +388,8 @@ impl Engine {
                 continue;
             }
             let t = token(GOODBYE_FLUSH, peer, 0);
-            let param = send_param(t);
             // SAFETY: live endpoint, used under the engine's lock.
-            let r = unsafe { ffi::ucp_ep_flush_nbx(p.ep, &param) };
+            let r = unsafe { p.live_ep().flush(t) };
             self.cp.goodbyes += 1;
             self.cp.goodbye_pending[peer] = true;
             record(t, r);
@@ -416,15 +410,14 @@ impl Engine {
             let departed = p.departed;
             if p.failed.is_none() {
                 // Nothing is sent on the endpoint once its close starts.
-                p.fail(ffi::UCS_ERR_CANCELED);
+                p.fail(Status::CANCELED);
             }
             for (_, k) in p.keys.drain() {
                 if let RemoteKey::Ready { rkey, .. } = k {
                     self.dead_rkeys.push(rkey);
                 }
             }
-            let ep = std::mem::replace(&mut p.ep, null_mut());
-            if !ep.is_null() {
+            if let Some(ep) = p.ep.take() {
                 let never_answered = self.cp.goodbye_pending.get(peer) == Some(&true);
                 self.close_ep(ep, never_answered || departed);
             }
@@ -446,7 +439,7 @@ impl Engine {
         for rkey in self.dead_rkeys.drain(..) {
             // SAFETY: unpacked once, destroyed once, after its last use
             // (its endpoint is closed).
-            unsafe { ffi::ucp_rkey_destroy(rkey) };
+            unsafe { rkey.destroy() };
         }
     }
 
@@ -456,30 +449,16 @@ impl Engine {
         let Some(p) = self.peers.get(peer) else {
             return;
         };
-        if p.failed.is_some() || p.ep.is_null() {
+        let Some(ep) = p.ep.filter(|_| p.failed.is_none()) else {
             return;
-        }
-        let ep = p.ep;
+        };
         let id = self.next_ctrl;
         self.next_ctrl = self.next_ctrl.wrapping_add(1);
         let t = token(CTRL, peer, id);
         let buf = self.ctrl.entry(id).insert_entry(bytes);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = ffi::UCP_AM_SEND_FLAG_EAGER;
         // SAFETY: live endpoint; the header bytes stay in `self.ctrl` until
         // the completion event removes them.
-        let r = unsafe {
-            ffi::ucp_am_send_nbx(
-                ep,
-                AM_ID,
-                buf.get().as_ptr().cast(),
-                buf.get().len(),
-                null_mut(),
-                0,
-                &param,
-            )
-        };
+        let r = unsafe { ep.am_send(AM_ID, buf.get(), t) };
         record(t, r);
     }
 }

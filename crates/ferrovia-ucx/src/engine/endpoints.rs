@@ -1,19 +1,14 @@
 //! Endpoint lifecycle: creating one per peer (with peer error handling
 //! where the transport has it), failing a peer, closing endpoints.
 
-use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::ptr::null_mut;
 
 use super::Engine;
-use super::request::send_param;
-use super::token::{CLOSE, MAX_PEERS, ep_error_arg, token};
+use super::token::{CLOSE, MAX_PEERS, ep_error, token};
 use crate::error::UcxError;
-use crate::events;
-use crate::ffi;
 use crate::peer::{Peer, RemoteKey};
-use crate::status::{Started, started};
 use crate::tag;
+use crate::ucp::{Ep, Started, Status, addr_error, status_error};
 
 impl Engine {
     pub(super) fn connect(&mut self, me: usize, addresses: &[Vec<u8>]) -> Result<(), UcxError> {
@@ -29,7 +24,7 @@ impl Engine {
         let mut eps = Vec::with_capacity(addresses.len());
         for (j, a) in addresses.iter().enumerate() {
             let mut status = self.create_ep(j, 0, a);
-            if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
+            if status.as_ref().err() == Some(&Status::UNREACHABLE) && self.detect_failures {
                 // Shared memory and self have no peer failure handling in
                 // UCX 1.13: without it a dead peer surfaces as the scope's
                 // timeout and flush instead.
@@ -47,7 +42,7 @@ impl Engine {
                     }
                     return Err(UcxError::Endpoint {
                         peer: j,
-                        source: Box::new(crate::error::status_error("ucp_ep_create", s)),
+                        source: Box::new(status_error("ucp_ep_create", s)),
                     });
                 }
             }
@@ -74,13 +69,13 @@ impl Engine {
             return Err(UcxError::AlreadyConnected);
         }
         let mut status = self.create_ep(0, 0, worker);
-        if status.as_ref().err() == Some(&ffi::UCS_ERR_UNREACHABLE) && self.detect_failures {
+        if status.as_ref().err() == Some(&Status::UNREACHABLE) && self.detect_failures {
             // Shared memory has no peer failure handling in UCX 1.13: the
             // owner's link tells instead.
             self.detect_failures = false;
             status = self.create_ep(0, 0, worker);
         }
-        let ep = status.map_err(|s| crate::error::addr_error("ucp_ep_create", addr, s))?;
+        let ep = status.map_err(|s| addr_error("ucp_ep_create", addr, s))?;
         self.me = 0;
         self.loopback = None;
         self.addresses = vec![worker.to_vec()];
@@ -90,52 +85,25 @@ impl Engine {
         Ok(())
     }
 
+    /// Creates an endpoint to the worker at `address`, with peer error
+    /// handling (for `peer`'s endpoint of `generation`) when the engine
+    /// uses it.
     pub(super) fn create_ep(
         &mut self,
         peer: usize,
         generation: u32,
         address: &[u8],
-    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
-        let mut params = ffi::ucp_ep_params_t {
-            field_mask: u64::from(ffi::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS),
-            address: address.as_ptr().cast(),
-            ..Default::default()
-        };
-        self.create_ep_with(&mut params, peer, generation)
-    }
-
-    /// Creates an endpoint from `params`, with peer error handling (for
-    /// `peer`'s endpoint of `generation`) when the engine uses it.
-    fn create_ep_with(
-        &mut self,
-        params: &mut ffi::ucp_ep_params_t,
-        peer: usize,
-        generation: u32,
-    ) -> Result<ffi::ucp_ep_h, ffi::ucs_status_t> {
-        if self.detect_failures {
-            params.field_mask |= u64::from(
-                ffi::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | ffi::UCP_EP_PARAM_FIELD_ERR_HANDLER,
-            );
-            params.err_mode = ffi::UCP_ERR_HANDLING_MODE_PEER;
-            params.err_handler.cb = Some(events::endpoint_failed);
-            params.err_handler.arg = ep_error_arg(peer, generation) as *mut c_void;
-        }
-        let mut ep = null_mut();
-        // SAFETY: valid worker, params and out-pointer; UCX copies the
-        // address (worker or socket address) during the call, and a
-        // connection request in `params` is live and released by the call.
-        let status = unsafe { ffi::ucp_ep_create(self.worker, params, &mut ep) };
-        if status == ffi::UCS_OK {
-            Ok(ep)
-        } else {
-            Err(status)
-        }
+    ) -> Result<Ep, Status> {
+        let on_failure = self.detect_failures.then(|| ep_error(peer, generation));
+        // SAFETY: valid worker, used under the engine's lock; UCX copies
+        // the address during the call.
+        unsafe { Ep::create(self.worker, address, on_failure) }
     }
 
     /// Stops all work towards `peer`: it is told (a reset, if it can still
     /// hear: it breaks its side too), its endpoint is closed, everything
     /// outstanding completes with an error.
-    pub(super) fn fail_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+    pub(super) fn fail_peer(&mut self, peer: usize, status: Status) {
         if self
             .peers
             .get(peer)
@@ -148,43 +116,36 @@ impl Engine {
 
     /// The endpoint to `peer` failed (UCX's error handler): no goodbye,
     /// which a dead endpoint would hold forever.
-    pub(super) fn lose_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+    pub(super) fn lose_peer(&mut self, peer: usize, status: Status) {
         self.stop_peer(peer, status);
     }
 
     /// Stops all work towards `peer` without telling it.
-    pub(super) fn stop_peer(&mut self, peer: usize, status: ffi::ucs_status_t) {
+    pub(super) fn stop_peer(&mut self, peer: usize, status: Status) {
         if self.peers.get(peer).is_none_or(|p| p.failed.is_some()) {
             return;
         }
         let p = &mut self.peers[peer];
         p.fail(status);
-        let ep = std::mem::replace(&mut p.ep, null_mut());
+        let ep = p.ep.take();
         for (_, k) in p.keys.drain() {
             if let RemoteKey::Ready { rkey, .. } = k {
                 self.dead_rkeys.push(rkey);
             }
         }
         self.recvs.cancel(self.worker, Some(peer));
-        if !ep.is_null() {
+        if let Some(ep) = ep {
             self.close_ep(ep, true);
         }
         self.mark(peer);
         self.peer_closed(peer);
     }
 
-    pub(super) fn close_ep(&mut self, ep: ffi::ucp_ep_h, force: bool) {
+    pub(super) fn close_ep(&mut self, ep: Ep, force: bool) {
         let t = token(CLOSE, 0, 0);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = if force {
-            ffi::UCP_EP_CLOSE_FLAG_FORCE
-        } else {
-            0
-        };
         // SAFETY: an endpoint of this worker, closed once.
-        let r = unsafe { ffi::ucp_ep_close_nbx(ep, &param) };
-        if let Started::Pending(_) = started(r) {
+        let r = unsafe { ep.close(force, t) };
+        if let Started::Pending(_) = r {
             self.closing += 1;
         }
     }

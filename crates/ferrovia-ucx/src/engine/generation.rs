@@ -30,10 +30,9 @@ use ferrovia_types::WcStatus;
 use super::Engine;
 use crate::control::Control;
 use crate::error::UcxError;
-use crate::events;
-use crate::ffi;
 use crate::peer::{Peer, seq_le};
 use crate::tag::{self, Finished};
+use crate::ucp::{Status, events, status_error};
 
 impl Engine {
     /// Stops `peer`'s endpoint for a reconnect and proposes the next
@@ -50,7 +49,7 @@ impl Engine {
                 peers: self.peers.len(),
             });
         }
-        self.stop_peer(peer, ffi::UCS_ERR_CANCELED);
+        self.stop_peer(peer, Status::CANCELED);
         self.handle_events();
         let p = &mut self.peers[peer];
         let proposed = p.generation.wrapping_add(1);
@@ -77,7 +76,7 @@ impl Engine {
         let old = self.peers[peer].generation;
         let ep = self
             .create_ep(peer, generation, &address)
-            .map_err(|s| crate::error::status_error("ucp_ep_create", s))?;
+            .map_err(|s| status_error("ucp_ep_create", s))?;
         self.peers[peer] = Peer::renewed(ep, &self.peers[peer], generation);
         self.recvs.post_sweeper(self.worker, peer, old);
         self.peers[peer].sweeping = Some(old);
@@ -113,7 +112,7 @@ impl Engine {
         log::info!(
             "ucx: peer {peer} flushed its connection to this side (generation {generation}); breaking this side too"
         );
-        self.lose_peer(peer, ffi::UCS_ERR_CONNECTION_RESET);
+        self.lose_peer(peer, Status::CONNECTION_RESET);
     }
 
     /// Acts on a receive that ended.
@@ -188,7 +187,7 @@ impl Engine {
             log::warn!(
                 "ucx: a message of peer {peer}'s was longer than its receive; breaking the connection"
             );
-            self.fail_peer(peer, ffi::UCS_ERR_MESSAGE_TRUNCATED);
+            self.fail_peer(peer, Status::MESSAGE_TRUNCATED);
         }
     }
 }

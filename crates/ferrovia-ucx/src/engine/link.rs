@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::Engine;
-use crate::ffi;
+use crate::ucp::Status;
 
 /// How often a turn looks at the link (the progress thread sleeps at most
 /// 100 ms, so a disconnect shows within about that long when idle).
@@ -71,7 +71,7 @@ impl Engine {
             p.departed = true;
         }
         log::debug!("ucx: the peer closed its link; failing its work");
-        self.lose_peer(0, ffi::UCS_ERR_CONNECTION_RESET);
+        self.lose_peer(0, Status::CONNECTION_RESET);
         true
     }
 }

@@ -2,11 +2,8 @@
 //! is taken, the completions published for threads that did not turn it,
 //! and `with_engine`: the engine used inline by whoever finds it free.
 
-use std::ptr::null_mut;
 use std::sync::Arc;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
-};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -18,9 +15,9 @@ use parking_lot::{Condvar, Mutex};
 use super::Engine;
 use crate::context::UcxContext;
 use crate::error::UcxError;
-use crate::ffi;
 use crate::keys::KeyDirectory;
 use crate::revoke::Revocation;
+use crate::ucp::{Status, WorkerSlot};
 
 /// How long the thread keeps polling after the last activity before it
 /// sleeps on the worker's event fd: long enough to catch a ping-pong reply.
@@ -80,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) user_turned: AtomicBool,
     /// Posts that went through the command queue (tests).
     pub(crate) queued_posts: AtomicU64,
-    pub(super) worker: AtomicPtr<ffi::ucp_worker>,
+    pub(super) worker: WorkerSlot,
     /// The transport's event fd, signalled on publication when armed.
     pub(crate) events: crate::notify::Notifier,
 }
@@ -99,7 +96,7 @@ impl Shared {
             alive: AtomicBool::new(true),
             user_turned: AtomicBool::new(false),
             queued_posts: AtomicU64::new(0),
-            worker: AtomicPtr::new(null_mut()),
+            worker: WorkerSlot::new(),
             events: crate::notify::Notifier::new(),
         }
     }
@@ -112,14 +109,11 @@ impl Shared {
 
     pub(crate) fn wake(&self, always: bool) {
         if always || self.sleeping.load(SeqCst) {
-            let w = self.worker.load(SeqCst);
-            if !w.is_null() {
-                // SAFETY: the worker lives until the progress thread exits,
-                // which only happens after `Shutdown`, sent by the
-                // transport's `Drop` (no other user call can run then);
-                // ucp_worker_signal may be called from any thread.
-                unsafe { ffi::ucp_worker_signal(w) };
-            }
+            // SAFETY: the worker lives until the progress thread exits,
+            // which only happens after `Shutdown`, sent by the
+            // transport's `Drop` (no other user call can run then);
+            // ucp_worker_signal may be called from any thread.
+            unsafe { self.worker.signal() };
         }
     }
 
@@ -280,7 +274,7 @@ impl Engine {
                 Cmd::Send { peer, op } => self.enqueue(peer, op),
                 Cmd::Recv { peer, op } => self.post_recv(peer, &op),
                 Cmd::RecvAny { op } => self.recvs.post(self.worker, crate::tag::ANY, 0, &op),
-                Cmd::Flush { peer } => self.fail_peer(peer, ffi::UCS_ERR_CANCELED),
+                Cmd::Flush { peer } => self.fail_peer(peer, Status::CANCELED),
                 Cmd::Connect {
                     me,
                     addresses,

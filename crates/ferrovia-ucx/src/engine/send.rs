@@ -3,25 +3,15 @@
 //! allow (the rules are `crate::peer`'s), and the endpoint flushes that
 //! complete writes.
 
-use std::ffi::c_void;
-use std::ptr::null_mut;
-
 use ferrovia_channel::transport::{OpKind, SendOp};
 use ferrovia_types::AccessFlags;
 
-use super::request::send_param;
 use super::token::{FLUSH, NOTIFY, PART, token};
 use super::{Engine, send_completion};
 use crate::control::Control;
-use crate::events;
-use crate::ffi;
 use crate::peer::{Lookup, RemoteKey};
-use crate::status::{REMOTE_ACCESS, Started, started};
 use crate::tag;
-
-/// One 8-byte word, as UCX describes a contiguous datatype.
-const WORD: ffi::ucp_datatype_t =
-    (8 << ffi::UCP_DATATYPE_SHIFT) | ffi::UCP_DATATYPE_CONTIG as ffi::ucp_datatype_t;
+use crate::ucp::{self, Atomic, REMOTE_ACCESS, Rkey, Started, Status, events};
 
 impl Engine {
     /// Posts `ops` to `peer`'s send queue from the caller's thread, which
@@ -34,7 +24,7 @@ impl Engine {
         self.drain_commands();
         if peer >= self.peers.len() {
             for op in ops {
-                self.complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
+                self.complete(send_completion(op.wr_id, Status::INVALID_PARAM));
             }
             return;
         }
@@ -67,7 +57,7 @@ impl Engine {
     /// Queues an op that came as a command.
     pub(super) fn enqueue(&mut self, peer: usize, op: SendOp) {
         let Some(p) = self.peers.get_mut(peer) else {
-            self.complete(send_completion(op.wr_id, ffi::UCS_ERR_INVALID_PARAM));
+            self.complete(send_completion(op.wr_id, Status::INVALID_PARAM));
             return;
         };
         p.push(op);
@@ -161,22 +151,19 @@ impl Engine {
     fn issue_send(&mut self, peer: usize, idx: usize, op: &SendOp) {
         let me = self.me;
         let p = &mut self.peers[peer];
-        let (ep, generation) = (p.ep, p.generation);
+        let (ep, generation) = (p.live_ep(), p.generation);
         let e = &mut p.queue[idx];
         let t = token(PART, peer, e.seq);
         e.issued = true;
         let tag = tag::send_tag(me, generation, op.imm, false);
-        let (buf, count, dt) = tag::layout(op.sges(), &mut e.iov);
-        let mut param = send_param(t);
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_DATATYPE;
-        param.datatype = dt;
+        let layout = ucp::layout(op.sges(), &mut e.iov);
         // SAFETY: the endpoint is live (the peer has not failed); the
         // buffers stay valid until the op completes (the caller's
         // contract), and the iovec lives in the entry until then.
-        let r = unsafe { ffi::ucp_tag_send_nbx(ep, buf, count, tag, &param) };
+        let r = unsafe { ep.tag_send(layout, tag, t) };
         // What ended inside the call is applied here (no callback runs for
         // it); a pending part's callback reports it as an event.
-        match started(r) {
+        match r {
             Started::Done => {}
             Started::Pending(_) => e.outstanding = 1,
             Started::Failed(st) => e.fail(st),
@@ -184,35 +171,27 @@ impl Engine {
     }
 
     #[inline]
-    fn issue_rma(
-        &mut self,
-        peer: usize,
-        idx: usize,
-        op: &SendOp,
-        rkey: ffi::ucp_rkey_h,
-        addr: u64,
-    ) {
+    fn issue_rma(&mut self, peer: usize, idx: usize, op: &SendOp, rkey: Rkey, addr: u64) {
         let p = &mut self.peers[peer];
-        let ep = p.ep;
+        let ep = p.live_ep();
         let e = &mut p.queue[idx];
         let t = token(PART, peer, e.seq);
         e.issued = true;
         let write = e.is_write();
         let mut remote = addr;
-        let param = send_param(t);
         for s in op.sges() {
-            let (local, len) = (s.addr() as usize as *mut c_void, s.length() as usize);
+            let (local, len) = (s.addr() as usize as *mut u8, s.length() as usize);
             // SAFETY: live endpoint and unpacked rkey; the range was checked
             // against the peer's registration; the local buffer stays valid
             // until the op completes (the caller's contract).
             let r = unsafe {
                 if write {
-                    ffi::ucp_put_nbx(ep, local, len, remote, rkey, &param)
+                    ep.put(local, len, remote, rkey, t)
                 } else {
-                    ffi::ucp_get_nbx(ep, local, len, remote, rkey, &param)
+                    ep.get(local, len, remote, rkey, t)
                 }
             };
-            match started(r) {
+            match r {
                 Started::Done => {}
                 Started::Pending(_) => e.outstanding += 1,
                 Started::Failed(st) => e.fail(st),
@@ -230,20 +209,13 @@ impl Engine {
 
     /// Issues a fetch-and-add or compare-and-swap on the 8-byte word at
     /// `addr`; the original value lands in the op's 8-byte result buffer.
-    fn issue_atomic(
-        &mut self,
-        peer: usize,
-        idx: usize,
-        op: &SendOp,
-        rkey: ffi::ucp_rkey_h,
-        addr: u64,
-    ) {
+    fn issue_atomic(&mut self, peer: usize, idx: usize, op: &SendOp, rkey: Rkey, addr: u64) {
         let p = &mut self.peers[peer];
-        let ep = p.ep;
+        let ep = p.live_ep();
         let e = &mut p.queue[idx];
         e.issued = true;
         let Some(result) = op.sges().first().filter(|s| s.length() == 8) else {
-            e.fail(ffi::UCS_ERR_INVALID_PARAM);
+            e.fail(Status::INVALID_PARAM);
             return;
         };
         let result = result.addr() as usize as *mut u64;
@@ -253,22 +225,18 @@ impl Engine {
             // transport may write until the op completes (the caller's
             // contract); it may be unaligned for a u64.
             unsafe { result.write_unaligned(op.swap) };
-            ffi::UCP_ATOMIC_OP_CSWAP
+            Atomic::CompareSwap
         } else {
-            ffi::UCP_ATOMIC_OP_ADD
+            Atomic::Add
         };
         let operand: *const u64 = &**e.operand.insert(Box::new(op.compare_add));
-        let mut param = send_param(token(PART, peer, e.seq));
-        param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_DATATYPE | ffi::UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-        param.datatype = WORD;
-        param.reply_buffer = result.cast();
+        let t = token(PART, peer, e.seq);
         // SAFETY: live endpoint and unpacked rkey; the word was checked
         // against the peer's registration (range and atomic right); the
         // operand is boxed in the entry and the result buffer stays valid,
         // both until the op completes.
-        let r =
-            unsafe { ffi::ucp_atomic_op_nbx(ep, opcode, operand.cast(), 1, addr, rkey, &param) };
-        match started(r) {
+        let r = unsafe { ep.atomic(opcode, operand, addr, rkey, result, t) };
+        match r {
             Started::Done => {}
             Started::Pending(_) => e.outstanding = 1,
             Started::Failed(st) => e.fail(st),
@@ -288,12 +256,11 @@ impl Engine {
         self.stats.endpoint_flushes += 1;
         let upto = p.last_write;
         let t = token(FLUSH, peer, upto);
-        let param = send_param(t);
         // SAFETY: live endpoint, used under the engine's lock.
-        let r = unsafe { ffi::ucp_ep_flush_nbx(p.ep, &param) };
-        let status = match started(r) {
+        let r = unsafe { p.live_ep().flush(t) };
+        let status = match r {
             Started::Pending(_) => return false,
-            Started::Done => ffi::UCS_OK,
+            Started::Done => Status::OK,
             Started::Failed(st) => st,
         };
         self.flushed(peer, upto, status);
@@ -303,7 +270,7 @@ impl Engine {
     /// A flush of `peer`'s endpoint covering writes up to `upto` ended
     /// with `status`: those writes are flushed, and a write with immediate
     /// among them sends its notification.
-    pub(super) fn flushed(&mut self, peer: usize, upto: u32, status: ffi::ucs_status_t) {
+    pub(super) fn flushed(&mut self, peer: usize, upto: u32, status: Status) {
         if let Some(seq) = self.peers[peer].flushed(upto, status) {
             self.notify(peer, seq);
         }
@@ -318,13 +285,12 @@ impl Engine {
         };
         let t = token(NOTIFY, peer, seq);
         let tag = tag::send_tag(me, p.generation, imm, true);
-        let param = send_param(t);
         // SAFETY: live endpoint; a zero-length message names no buffer.
-        let r = unsafe { ffi::ucp_tag_send_nbx(p.ep, null_mut(), 0, tag, &param) };
+        let r = unsafe { p.live_ep().tag_send_empty(tag, t) };
         p.gate = false;
-        let ended = match started(r) {
+        let ended = match r {
             Started::Pending(_) => return,
-            Started::Done => ffi::UCS_OK,
+            Started::Done => Status::OK,
             Started::Failed(st) => st,
         };
         if let Some(e) = p.entry_mut(seq) {
@@ -338,7 +304,7 @@ impl Engine {
     pub(super) fn retire(&mut self, peer: usize) {
         let Engine { peers, ready, .. } = self;
         peers[peer].retire(|e| {
-            if e.signaled || e.status != ffi::UCS_OK {
+            if e.signaled || e.status != Status::OK {
                 ready.push_back(send_completion(e.wr_id, e.status));
             }
         });

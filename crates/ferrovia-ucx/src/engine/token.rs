@@ -1,12 +1,10 @@
 //! What a request's `user_data` names: a token of class, peer and index,
 //! so a callback needs no pointer into the engine. (The request
-//! parameters that carry one are `request`'s.)
+//! parameters that carry one are `crate::ucp`'s.)
 //!
 //! ```text
 //! 63..56  class     55..32  peer     31..0  sequence number, slot or id
 //! ```
-
-use std::ffi::c_void;
 
 /// A part (put, get or message) of a send-queue op; index: its sequence
 /// number.
@@ -45,19 +43,10 @@ pub(crate) fn split(token: u64) -> (u64, usize, u32) {
     )
 }
 
-/// The error handler's argument for `peer`'s endpoint of `generation`.
-pub(crate) fn ep_error_arg(peer: usize, generation: u32) -> usize {
-    (generation as usize) << 24 | peer
-}
-
-/// The token of an endpoint error: the peer, and the endpoint's
-/// generation as its index.
-pub(crate) fn ep_error_token(arg: usize) -> u64 {
-    token(EP_ERROR, arg & 0xff_ffff, (arg >> 24) as u32)
-}
-
-pub(crate) fn user_data(token: u64) -> *mut c_void {
-    token as usize as *mut c_void
+/// The token an error of `peer`'s endpoint of `generation` reports (the
+/// endpoint's error handler carries it).
+pub(crate) fn ep_error(peer: usize, generation: u32) -> u64 {
+    token(EP_ERROR, peer, generation)
 }
 
 #[cfg(test)]
@@ -68,8 +57,8 @@ mod tests {
     fn tokens_round_trip() {
         let t = token(NOTIFY, MAX_PEERS - 1, u32::MAX);
         assert_eq!(split(t), (NOTIFY, MAX_PEERS - 1, u32::MAX));
-        assert_eq!(split(ep_error_token(3)), (EP_ERROR, 3, 0));
-        assert_eq!(split(ep_error_token(ep_error_arg(5, 2))), (EP_ERROR, 5, 2));
+        assert_eq!(split(ep_error(3, 0)), (EP_ERROR, 3, 0));
+        assert_eq!(split(ep_error(5, 2)), (EP_ERROR, 5, 2));
         assert_eq!(split(CONTROL_TOKEN).0, 8);
     }
 }

@@ -1,4 +1,5 @@
-//! The C callbacks UCX calls on the progress thread. Each one only
+//! The C callbacks UCX calls on the thread that progresses the worker,
+//! private to `crate::ucp` (the wrappers install them). Each one only
 //! records an [`Event`] in a thread-local list (the engine acts on it after
 //! `ucp_worker_progress` returns, so no callback re-enters the engine), and
 //! runs inside `catch_unwind`: a panic never unwinds into C.
@@ -7,14 +8,15 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::ffi;
+use super::ffi;
+use super::status::Status;
 
 /// Something UCX reported.
 #[derive(Debug)]
 pub(crate) struct Event {
     /// Which operation (see `engine::Token`).
     pub(crate) token: u64,
-    pub(crate) status: ffi::ucs_status_t,
+    pub(crate) status: Status,
     /// Received length (receives).
     pub(crate) len: usize,
     /// Sender tag (receives).
@@ -24,7 +26,7 @@ pub(crate) struct Event {
 }
 
 impl Event {
-    pub(crate) fn new(token: u64, status: ffi::ucs_status_t) -> Event {
+    pub(crate) fn new(token: u64, status: Status) -> Event {
         Event {
             token,
             status,
@@ -72,12 +74,12 @@ pub(crate) fn take(into: &mut Vec<Event>) {
 /// `user_data` set to the operation's token: `request` is that live,
 /// completed request, which nobody else frees (the engine forgets a
 /// request once it has handed it to UCX with this callback).
-pub(crate) unsafe extern "C" fn send_done(
+pub(super) unsafe extern "C" fn send_done(
     request: *mut c_void,
     status: ffi::ucs_status_t,
     user_data: *mut c_void,
 ) {
-    let _ = catch_unwind(|| push(Event::new(user_data as u64, status)));
+    let _ = catch_unwind(|| push(Event::new(user_data as u64, Status(status))));
     // SAFETY: by this function's contract `request` is a live request UCX
     // allocated and reports complete; this is the one place that frees it,
     // and the engine drops its copy of the pointer when the event is
@@ -92,14 +94,14 @@ pub(crate) unsafe extern "C" fn send_done(
 /// its token as `user_data`: `request` is that live, completed (or
 /// cancelled) request, freed only here, and `info` is NULL or points to a
 /// `ucp_tag_recv_info_t` valid for the call.
-pub(crate) unsafe extern "C" fn recv_done(
+pub(super) unsafe extern "C" fn recv_done(
     request: *mut c_void,
     status: ffi::ucs_status_t,
     info: *const ffi::ucp_tag_recv_info_t,
     user_data: *mut c_void,
 ) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let mut ev = Event::new(user_data as u64, status);
+        let mut ev = Event::new(user_data as u64, Status(status));
         // SAFETY: by this function's contract `info` is NULL (checked by
         // `as_ref`, as UCX passes for a cancelled request) or valid for
         // reads for the duration of the call; only its fields are copied.
@@ -116,34 +118,30 @@ pub(crate) unsafe extern "C" fn recv_done(
 }
 
 /// An endpoint failed (the peer died or became unreachable); `arg` is
-/// the peer index.
+/// the token its error names (see `Ep::create`).
 ///
 /// # Safety
-/// Only UCX calls it, as the error handler of an endpoint the engine
-/// created with the peer's index (not a pointer) as `arg`; it dereferences
-/// nothing, so any arguments UCX passes are fine.
-pub(crate) unsafe extern "C" fn endpoint_failed(
+/// Only UCX calls it, as the error handler of an endpoint created with a
+/// token (not a pointer) as `arg`; it dereferences nothing, so any
+/// arguments UCX passes are fine.
+pub(super) unsafe extern "C" fn endpoint_failed(
     arg: *mut c_void,
     _ep: ffi::ucp_ep_h,
     status: ffi::ucs_status_t,
 ) {
-    let _ = catch_unwind(|| {
-        push(Event::new(
-            crate::engine::token::ep_error_token(arg as usize),
-            status,
-        ))
-    });
+    let _ = catch_unwind(|| push(Event::new(arg as u64, Status(status))));
 }
 
 /// A control message arrived (sent eager, so its bytes are all here).
 ///
 /// # Safety
 /// Only UCX calls it, as the active-message handler registered for
-/// `control::AM_ID`: `header` is NULL or points to `header_length`
+/// `control::AM_ID` with the token of a control message as `arg` (see
+/// `Worker::set_control_handler`): `header` is NULL or points to `header_length`
 /// readable bytes for the duration of the call. The data part is not
 /// touched (returning `UCS_OK` tells UCX it may release it).
-pub(crate) unsafe extern "C" fn control_received(
-    _arg: *mut c_void,
+pub(super) unsafe extern "C" fn control_received(
+    arg: *mut c_void,
     header: *const c_void,
     header_length: usize,
     _data: *mut c_void,
@@ -159,7 +157,7 @@ pub(crate) unsafe extern "C" fn control_received(
             // call; they are copied out before it returns.
             unsafe { std::slice::from_raw_parts(header.cast::<u8>(), header_length) }.into()
         };
-        let mut ev = Event::new(crate::engine::token::CONTROL_TOKEN, ffi::UCS_OK);
+        let mut ev = Event::new(arg as u64, Status::OK);
         ev.data = Some(bytes);
         push(ev);
     }));
