@@ -49,6 +49,9 @@
 //! Bindings are generated at build time over the system UCX
 //! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
 //! so `ucp_init_version` is called).
+//!
+//! ## Features
+#![doc = document_features::document_features!()]
 
 mod builder;
 mod by_address;

@@ -471,7 +471,7 @@ unsafe impl Transport for VerbsTransport {
     }
 
     /// A fresh queue pair for `peer`, the old one stopped (as
-    /// [`VerbsMultiChannel::renew`](crate::VerbsMultiChannel::renew) makes one); its
+    /// [`VerbsMultiChannel::renew_endpoint`](crate::VerbsMultiChannel::renew_endpoint) makes one); its
     /// [`Endpoint`], postcard-encoded.
     fn renew(&self, peer: usize) -> TransportResult<Vec<u8>> {
         let endpoint = self.renew_qp(peer)?;
