@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{finish, start};
+use common::{finish, start, wait_for_line};
 
 const SIZE: &str = "4096";
 const ITERS: &str = "500";
@@ -28,19 +26,25 @@ fn has_row(out: &str) -> bool {
 
 fn perftest_client(test: &str, port: &str) {
     let ip = device_ip();
-    let server = start(
+    let mut server = start(
         env!("CARGO_BIN_EXE_ferrovia-perf"),
         &[test, "-R", "-s", SIZE, "-n", ITERS, "-p", port],
     );
-    // ferrovia-perf listens at once; perftest's client does not retry.
-    std::thread::sleep(Duration::from_secs(2));
+    // perftest's client does not retry: start it once the server listens
+    // (a 2 s sleep was too short in the emulated VM: the client was
+    // rejected, RDMA_CM_EVENT_REJECTED, with nothing listening yet).
+    let (listening, server_out) = wait_for_line(&mut server, "listening on");
     let c_program = format!("ib_{test}");
-    let client = start(
-        &c_program,
-        &["-R", "-s", SIZE, "-n", ITERS, "-p", port, &ip],
-    );
-    let (c_ok, c) = finish(client, &c_program);
-    let (s_ok, s) = finish(server, "ferrovia-perf server");
+    let client = listening.then(|| {
+        start(
+            &c_program,
+            &["-R", "-s", SIZE, "-n", ITERS, "-p", port, &ip],
+        )
+    });
+    let (c_ok, c) = client.map_or((false, String::new()), |c| finish(c, &c_program));
+    let (s_ok, s_err) = finish(server, "ferrovia-perf server");
+    let s = format!("{}{s_err}", server_out.join().unwrap_or_default());
+    assert!(listening, "ferrovia-perf never said it listens:\n{s}");
     assert!(c_ok && s_ok, "{c}\n{s}");
     assert!(has_row(&c), "{c}");
     assert!(s.contains("served"), "{s}");

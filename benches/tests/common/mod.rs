@@ -2,8 +2,10 @@
 //! piped, waited for under a limit.
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// How long any one program may run.
@@ -25,6 +27,36 @@ pub fn start_with(program: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
         .unwrap_or_else(|e| {
             panic!("cannot start {program} (perftest installed? cargo xtask deps): {e}")
         })
+}
+
+/// Waits until `child` prints a line containing `needle` on stdout (a
+/// server saying it listens), at most [`LIMIT`]; a fixed sleep was too
+/// short for a debug build in the emulated VM. From then on a thread
+/// collects its stdout: joining the handle gives all of it, and
+/// [`finish`] then returns only its stderr. `false` if the line never
+/// came (the program exited or stayed silent).
+pub fn wait_for_line(child: &mut Child, needle: &str) -> (bool, JoinHandle<String>) {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let deadline = Instant::now() + LIMIT;
+    let seen = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    (seen, reader)
 }
 
 /// Waits up to [`LIMIT`]: whether it succeeded, and its output.

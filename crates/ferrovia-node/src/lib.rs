@@ -42,7 +42,6 @@ mod by_address;
 mod control;
 mod control_path;
 mod error;
-mod logging;
 mod node;
 mod rail;
 mod reconnect;
@@ -57,7 +56,6 @@ pub use by_address::{
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
-pub use logging::init_logging;
 pub use node::{Node, NodeBuilder, NodeScope};
 pub use rail::{Rail, RailSpec};
 

@@ -8,7 +8,8 @@
 //! - [`Target`], a scope target over a bare `ChannelCore`;
 //! - [`CountingAlloc`], to show a path allocates nothing;
 //! - [`Job`], a multi-process job on loopback, and the child-process
-//!   helpers ([`finish`], [`Cost`], [`in_child_with`]).
+//!   helpers ([`finish`], [`Cost`], [`in_child_with`]);
+//! - `init_logs` (feature `ranks`): the rank programs' log output.
 //!
 //! The crate also holds the rank programs `ferrovia-rank` (the demo, the
 //! barrier benchmark, the node's multi-process tests) and
@@ -23,6 +24,8 @@ mod child;
 mod counting;
 mod double;
 mod job;
+#[cfg(feature = "ranks")]
+mod logs;
 mod pool;
 mod registrars;
 mod registry_load;
@@ -33,6 +36,8 @@ pub use child::{Cost, finish, in_child_with};
 pub use counting::Counting;
 pub use double::{Double, Mode};
 pub use job::{BackendEnv, Job};
+#[cfg(feature = "ranks")]
+pub use logs::init_logs;
 pub use pool::PoolDouble;
 pub use registrars::{FakeRegistrar, NoDevice, registry};
 pub use registry_load::eight_threads_register_and_look_up;

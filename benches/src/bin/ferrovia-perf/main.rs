@@ -220,8 +220,22 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The libraries' `log` records on stderr, filtered per target by
+/// `RUST_LOG` (silent when it is unset).
+fn init_logs() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing_subscriber::filter::LevelFilter::OFF.into())
+        .from_env_lossy();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
 fn main() -> ExitCode {
-    ferrovia::node::init_logging();
+    init_logs();
     let args = match args::parse(std::env::args_os()) {
         Ok(a) => a,
         Err(e) => {

@@ -47,7 +47,7 @@ pub(crate) fn pattern(len: usize, seed: u64) -> Vec<u8> {
 }
 
 fn main() -> ExitCode {
-    ferrovia_node::init_logging();
+    ferrovia_testkit::init_logs();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n = |i: usize, default: usize| -> usize {
         args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)

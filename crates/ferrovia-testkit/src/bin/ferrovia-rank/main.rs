@@ -470,7 +470,7 @@ fn barrier_bench(node: &mut Node, iters: usize) -> Result<(), NodeError> {
 }
 
 fn main() -> ExitCode {
-    ferrovia_node::init_logging();
+    ferrovia_testkit::init_logs();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
