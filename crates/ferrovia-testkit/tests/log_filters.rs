@@ -24,10 +24,10 @@ fn debug_targets(rust_log: &str) -> Vec<String> {
         // `<time> DEBUG <target>: <message>`
         for line in err.lines() {
             let mut words = line.split_whitespace();
-            if words.nth(1) == Some("DEBUG") {
-                if let Some(target) = words.next() {
-                    targets.push(target.trim_end_matches(':').to_owned());
-                }
+            if words.nth(1) == Some("DEBUG")
+                && let Some(target) = words.next()
+            {
+                targets.push(target.trim_end_matches(':').to_owned());
             }
         }
     }
