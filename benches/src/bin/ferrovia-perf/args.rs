@@ -118,6 +118,11 @@ struct Cli {
     /// one QP; the device is the one the address routes to, not -d).
     #[arg(short = 'R', long = "rdma_cm")]
     rdma_cm: bool,
+    /// One JSON object per result on stdout, with the text table's
+    /// columns (`{"test": "write_bw", "bytes": 65536, ...}`); the other
+    /// lines go to stderr.
+    #[arg(long = "json")]
+    json: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +148,8 @@ pub(crate) struct Args {
     pub(crate) entries: usize,
     /// batch_bw: the rails' words.
     pub(crate) rails: String,
+    /// Results as JSON lines (`--json`).
+    pub(crate) json: bool,
 }
 
 impl Args {
@@ -206,6 +213,7 @@ where
         rdma_cm: cli.rdma_cm,
         entries: cli.entries,
         rails: cli.rails,
+        json: cli.json,
     };
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
         return Err(invalid(

@@ -26,12 +26,12 @@ pub(crate) fn run(node: &mut Node, args: &Args) -> Res {
         .timeout(wait)
         .open(node)?;
     if node.rank() == 1 {
-        println!(
+        crate::report::note(format_args!(
             "ferrovia-perf batch_bw: {} entries a batch over {} rail(s): {}",
             args.entries,
             engine.rails(),
             engine.rail_names().join("; ")
-        );
+        ));
         header();
     }
     for &size in &args.sizes {
@@ -78,6 +78,9 @@ pub(crate) fn run(node: &mut Node, args: &Args) -> Res {
 }
 
 fn header() {
+    if crate::report::json() {
+        return;
+    }
     println!(
         " #entries   #bytes     #rails  #batches  BW average[MB/sec]  entries/sec     submit[ns/entry]"
     );
@@ -86,12 +89,24 @@ fn header() {
 fn row(args: &Args, size: usize, rails: usize, bytes: u64, elapsed: Duration, submit: Duration) {
     let secs = elapsed.as_secs_f64();
     let entries = (args.entries * args.iters) as f64;
-    println!(
-        " {:<10} {size:<10} {rails:<7} {:<9} {:<19.2} {:<15.0} {:.1}",
-        args.entries,
-        args.iters,
+    let (bw, per_sec, submit_ns) = (
         bytes as f64 / secs / MB,
         entries / secs,
-        submit.as_nanos() as f64 / entries
+        submit.as_nanos() as f64 / entries,
+    );
+    if crate::report::batch_record(
+        args.entries,
+        size,
+        rails,
+        args.iters,
+        bw,
+        per_sec,
+        submit_ns,
+    ) {
+        return;
+    }
+    println!(
+        " {:<10} {size:<10} {rails:<7} {:<9} {:<19.2} {:<15.0} {:.1}",
+        args.entries, args.iters, bw, per_sec, submit_ns
     );
 }

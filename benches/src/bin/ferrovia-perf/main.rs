@@ -149,11 +149,11 @@ fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "async"
         };
         if args.is_bandwidth() {
-            println!(
+            report::note(format_args!(
                 "ferrovia-perf {} ({mode}) on {}",
                 args.test,
                 bench.describe()
-            );
+            ));
             let mut rows = Vec::new();
             for &size in &args.sizes {
                 rows.push((size, bench.bandwidth(size, args).await?));
@@ -172,11 +172,11 @@ fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             "client"
         };
-        println!(
+        report::note(format_args!(
             "ferrovia-perf {} ({role}, {mode}) on {}",
             args.test,
             bench.describe()
-        );
+        ));
         report::lat_header();
         let sizes: &[usize] = if args.test == "barrier" {
             &[8]
@@ -197,16 +197,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         return batch::run(&mut node, args);
     }
     if args.is_bandwidth() {
-        println!("ferrovia-perf {} x{} QP", args.test, args.qps);
+        report::note(format_args!("ferrovia-perf {} x{} QP", args.test, args.qps));
         return Ok(run_bandwidth(args)?);
     }
     let mut node = connect(args, 0)?;
     let role = if node.rank() == 0 { "server" } else { "client" };
-    println!(
+    report::note(format_args!(
         "ferrovia-perf {} ({role}) on {}",
         args.test,
         node.describe()
-    );
+    ));
     report::lat_header();
     let sizes: &[usize] = if args.test == "barrier" {
         &[0]
@@ -243,6 +243,9 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if args.json {
+        report::json_for(&args.test);
+    }
     if args.rdma_cm {
         return match rdma_cm::run(&args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -245,12 +245,12 @@ fn client(args: &Args, host: &str, size: usize) -> Res {
         }
     }
     control.exchange(&mine)?;
-    println!(
+    report::note(format_args!(
         "ferrovia-perf {} -R: connected to {addr} (perftest version {}, MTU enum {})",
         args.test,
         text(&version),
         text(&mtu)
-    );
+    ));
     report::bw_header();
     report::bw_row(size, args.iters, avg, avg);
     Ok(())
@@ -296,7 +296,10 @@ fn server(args: &Args, size: usize) -> Res {
         .backend(Backend::Verbs)
         .channel(settings(args))
         .bind()?;
-    println!("ferrovia-perf {} -R: listening on {bind}", args.test);
+    report::note(format_args!(
+        "ferrovia-perf {} -R: listening on {bind}",
+        args.test
+    ));
     let incoming = listener.accept(WAIT)?;
     let peer = incoming.peer_addr();
     let mut control = Control::new(incoming.accept(&[], WAIT)?, false)?;
@@ -348,7 +351,7 @@ fn server(args: &Args, size: usize) -> Res {
     while !control.ch.is_disconnected() && !test.is_disconnected() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!(
+    report::note(format_args!(
         "ferrovia-perf {} -R: served {peer}{}",
         args.test,
         if receiving {
@@ -356,7 +359,7 @@ fn server(args: &Args, size: usize) -> Res {
         } else {
             String::new()
         }
-    );
+    ));
     Ok(())
 }
 
