@@ -1,4 +1,4 @@
-//! One rank of ferrovia-async's multi-process tests (`tests/multi_process`
+//! One rank of ferrovia-async's multi-process tests (`tests/async_suite`
 //! starts the ranks with `FERROVIA_*` set, over verbs or UCX):
 //!
 //! ```text
