@@ -119,6 +119,30 @@ impl Double {
     }
 }
 
+/// Moves the oldest of `done` into `out`: how many.
+pub(crate) fn take_ready(done: &Mutex<VecDeque<Completion>>, out: &mut [Completion]) -> usize {
+    let mut q = done.lock();
+    let n = out.len().min(q.len());
+    for (o, c) in out.iter_mut().zip(q.drain(..n)) {
+        *o = c;
+    }
+    n
+}
+
+/// [`take_ready`], sleeping a little when nothing is there: nothing
+/// arrives by itself, and a CQ's wait would sleep too.
+pub(crate) fn wait_ready(
+    done: &Mutex<VecDeque<Completion>>,
+    out: &mut [Completion],
+    timeout: Duration,
+) -> usize {
+    let n = take_ready(done, out);
+    if n == 0 {
+        std::thread::sleep(timeout.min(Duration::from_millis(1)));
+    }
+    n
+}
+
 /// A successful completion of `wr_id`.
 pub(crate) fn ok(wr_id: u64) -> Completion {
     Completion {
@@ -180,20 +204,10 @@ unsafe impl Transport for Double {
         Ok(())
     }
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let mut q = self.done.lock();
-        let n = out.len().min(q.len());
-        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
-            *o = c;
-        }
-        Ok(n)
+        Ok(take_ready(&self.done, out))
     }
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
-        let n = self.poll(out)?;
-        if n == 0 {
-            // Nothing will arrive by itself: sleep a little, as a CQ would.
-            std::thread::sleep(timeout.min(Duration::from_millis(1)));
-        }
-        Ok(n)
+        Ok(wait_ready(&self.done, out, timeout))
     }
     fn disconnected(&self, _peer: usize) -> Option<std::net::SocketAddr> {
         *self.gone.lock()

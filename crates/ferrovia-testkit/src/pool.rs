@@ -9,6 +9,8 @@ use std::time::Duration;
 use ferrovia_channel::transport::{Completion, RecvOp, SendOp, SharedFlush, Transport};
 use ferrovia_channel::{TransportError, TransportResult};
 use ferrovia_types::WcStatus;
+
+use crate::double::{take_ready, wait_ready};
 use parking_lot::Mutex;
 
 /// A pool double over `peers` peers with `depth` pooled receives.
@@ -115,19 +117,10 @@ unsafe impl Transport for PoolDouble {
         Ok(self.flush)
     }
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
-        let mut q = self.done.lock();
-        let n = out.len().min(q.len());
-        for (o, c) in out.iter_mut().zip(q.drain(..n)) {
-            *o = c;
-        }
-        Ok(n)
+        Ok(take_ready(&self.done, out))
     }
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
-        let n = self.poll(out)?;
-        if n == 0 {
-            std::thread::sleep(timeout.min(Duration::from_millis(1)));
-        }
-        Ok(n)
+        Ok(wait_ready(&self.done, out, timeout))
     }
     fn flush(&self, _: usize) -> TransportResult<()> {
         Ok(())
