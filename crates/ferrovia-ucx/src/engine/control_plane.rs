@@ -126,8 +126,10 @@ impl Engine {
         let state = match info {
             None => RemoteKey::Missing,
             Some(info) => {
-                // SAFETY: live endpoint; UCX validates the packed bytes and
-                // copies what it needs.
+                // SAFETY: live endpoint; UCX copies what it needs. It does
+                // not validate the packed bytes (no length is passed): they
+                // come from a peer of the job, which the job token admits
+                // and which is trusted to run ferrovia (ARCHITECTURE).
                 let unpacked = unsafe { Rkey::unpack(p.live_ep(), &info.packed) };
                 match unpacked {
                     Ok(rkey) => RemoteKey::Ready { rkey, info },
