@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use ferrovia::asynchronous::AsyncNode;
@@ -18,6 +18,7 @@ use ferrovia::{AsyncConfig, Node, NodeError, RegisterOptions, RemoteMemoryRegion
 use crate::WAIT;
 use crate::args::Args;
 use crate::bandwidth::Measured;
+use crate::flag::{self, Flag};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -90,25 +91,30 @@ impl Bench {
         Ok(times)
     }
 
-    /// RDMA-write ping-pong; each side watches the last byte of its region.
+    /// RDMA-write ping-pong; each side watches the last byte of its region,
+    /// which each round's write flips (`crate::flag`): two sources, one
+    /// per value.
     async fn write_lat(&self, size: usize, args: &Args) -> Res<Vec<f64>> {
         let (me, peer) = (self.rank(), 1 - self.rank());
-        let flag = &self.exposed.as_atomic_u64s()?[(size - 1) / 8];
-        let last = (size - 1) % 8;
-        flag.store(0, Relaxed);
+        let flag = Flag::of(self.exposed.as_atomic_u64s()?, size);
+        // The region served earlier tests: round 0 finds the other value.
+        flag.word.store(0, Relaxed);
         self.both().await?;
         let remote = self.remote(peer, size)?;
-        let src = Arc::new(self.buf(size, 0xff)?);
+        let srcs = [
+            Arc::new(self.buf(size, flag::fill(0))?),
+            Arc::new(self.buf(size, flag::fill(1))?),
+        ];
         let mut times = Vec::with_capacity(args.iters);
         let mut last_write = None;
-        for _ in 0..args.iters {
+        for i in 0..args.iters {
             let t = Instant::now();
             if me == 0 {
-                arrived(flag, last).await?;
+                arrived(&flag, i).await?;
             }
-            let w = self.node.write(peer, src.clone(), remote);
+            let w = self.node.write(peer, srcs[i % 2].clone(), remote);
             if me == 1 {
-                arrived(flag, last).await?;
+                arrived(&flag, i).await?;
             }
             times.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
             // Off the timed path: the previous write completed long ago.
@@ -304,21 +310,21 @@ async fn finish(p: Option<Pending>, reads: &mut VecDeque<ferrovia::RegisteredBuf
     Ok(())
 }
 
-/// Waits for the peer's write to flip the flag byte, yielding to the
-/// runtime between looks (the reactor progresses UCX meanwhile).
-async fn arrived(flag: &std::sync::atomic::AtomicU64, last: usize) -> Res<()> {
+/// Waits for the peer's write of round `round` to flip the flag byte,
+/// yielding to the runtime between looks (the reactor progresses UCX
+/// meanwhile).
+async fn arrived(flag: &Flag<'_>, round: usize) -> Res<()> {
     let t = Instant::now();
     let mut looks = 0u32;
-    while flag.load(Acquire).to_ne_bytes()[last] != 0xff {
+    while !flag.landed(round) {
         looks = looks.wrapping_add(1);
         if looks.is_multiple_of(16) {
             tokio::task::yield_now().await;
             if t.elapsed() > WAIT {
-                return Err("write_lat: the peer's write never arrived".into());
+                return Err(flag.never_arrived(round).into());
             }
         }
         std::hint::spin_loop();
     }
-    flag.store(0, Relaxed);
     Ok(())
 }

@@ -4,8 +4,6 @@
 //! writes and sends, the whole operation for reads and barriers, as in
 //! perftest.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Instant;
 
 use ferrovia::prelude::*;
@@ -17,6 +15,7 @@ use ferrovia::{
 
 use crate::WAIT;
 use crate::args::Args;
+use crate::flag::{self, Flag};
 
 /// Runs latency test `args.test` at `size`; samples in µs.
 pub(crate) fn run(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
@@ -36,51 +35,53 @@ fn us(t: Instant) -> f64 {
 }
 
 /// RDMA-write ping-pong; each side spins on the last byte of its receive
-/// buffer (atomic loads), like ib_write_lat.
+/// buffer (atomic loads), like ib_write_lat, which each round's write
+/// flips (`crate::flag`): two sources, one per value.
 fn write(node: &mut Node, size: usize, args: &Args) -> Result<Vec<f64>, NodeError> {
     let (me, peer) = (node.rank(), 1 - node.rank());
     let opts = RegisterOptions::local().allow_remote_write();
     let inbox = node.registry().alloc(size, opts)?;
-    let mut src = node.registry().alloc(size, RegisterOptions::local())?;
-    src.fill(0xff); // a flag flipping from 0 to 0xff says "arrived"
+    // The sources of even and odd rounds.
+    let mut even = node.registry().alloc(size, RegisterOptions::local())?;
+    even.fill(flag::fill(0));
+    let mut odd = node.registry().alloc(size, RegisterOptions::local())?;
+    odd.fill(flag::fill(1));
     let remotes = node.all_gather_remote(inbox.registration().remote()?, WAIT)?;
-    // The word holding the last byte: the write fills it with 0xff.
-    let flag: &AtomicU64 = &inbox.as_atomic_u64s()?[(size - 1) / 8];
-    let last = (size - 1) % 8;
+    let flag = Flag::of(inbox.as_atomic_u64s()?, size);
     // Polls the transport every 16 looks at the flag: on UCX that drives
     // progress on this thread (the peer's write lands); on verbs it is
     // not needed, and a CQ poll per look would slow the loop under
     // emulation.
-    let spin = |s: &mut PollingScope<'_, '_, Node>| -> Result<(), TransportError> {
+    let spin = |s: &mut PollingScope<'_, '_, Node>, round: usize| -> Result<(), TransportError> {
         let t = Instant::now();
         let mut looks = 0u32;
-        while flag.load(Acquire).to_ne_bytes()[last] != 0xff {
+        while !flag.landed(round) {
             looks = looks.wrapping_add(1);
             if looks.is_multiple_of(16) {
                 s.progress()?;
                 if t.elapsed() > WAIT {
-                    return Err(TransportError::Config(
-                        "write_lat: the peer's write never arrived".into(),
-                    ));
+                    return Err(TransportError::Config(flag.never_arrived(round)));
                 }
             }
             std::hint::spin_loop();
         }
-        flag.store(0, Relaxed);
         Ok(())
     };
     let mut times = Vec::with_capacity(args.iters);
     node.scope(|s| {
-        let g = [Gather::of(&src)?];
-        let wr = PeerWriteWorkRequest::new(peer, WriteWorkRequest::new(&g, remotes[peer])?);
+        let g = [[Gather::of(&even)?], [Gather::of(&odd)?]];
+        let wrs = [
+            PeerWriteWorkRequest::new(peer, WriteWorkRequest::new(&g[0], remotes[peer])?),
+            PeerWriteWorkRequest::new(peer, WriteWorkRequest::new(&g[1], remotes[peer])?),
+        ];
         for i in 0..args.iters {
             let t = Instant::now();
             if me == 1 {
-                drop(s.post_write(wr)?);
-                spin(s)?;
+                drop(s.post_write(wrs[i % 2])?);
+                spin(s, i)?;
             } else {
-                spin(s)?;
-                drop(s.post_write(wr)?);
+                spin(s, i)?;
+                drop(s.post_write(wrs[i % 2])?);
             }
             times.push(us(t) / 2.0);
             // Reap send completions off the timed path, in batches.

@@ -27,6 +27,7 @@ mod args;
 mod asynchronous;
 mod bandwidth;
 mod batch;
+mod flag;
 mod latency;
 mod passive;
 mod rdma_cm;
