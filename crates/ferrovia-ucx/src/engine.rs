@@ -70,6 +70,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub(crate) struct Stats {
     pub(crate) direct_posts: u64,
     pub(crate) endpoint_flushes: u64,
+    /// Ops done on a peer's mapped memory (`crate::mapped`).
+    pub(crate) mapped_accesses: u64,
 }
 
 pub(crate) struct Engine {
@@ -111,6 +113,9 @@ pub(crate) struct Engine {
     detect_failures: bool,
     /// After a panic: the worker is not destroyed.
     leak: bool,
+    /// Keys are mapped where UCX attached the peer's memory here
+    /// ([`crate::mapped::enabled`]).
+    map_keys: bool,
     // Keeps the context alive while the worker exists.
     _ctx: Arc<ucp::Context>,
 }
@@ -149,6 +154,7 @@ impl Engine {
             pool_cancelling: false,
             detect_failures,
             leak: false,
+            map_keys: crate::mapped::enabled(),
             _ctx: ctx,
         };
         // From here on `engine`'s Drop destroys the worker on error.

@@ -62,6 +62,7 @@ mod error;
 mod exposure;
 mod keys;
 mod local_addr;
+mod mapped;
 mod netdev;
 mod notify;
 mod peer;

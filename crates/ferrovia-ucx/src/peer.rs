@@ -16,14 +16,21 @@ use std::collections::hash_map::{self, HashMap};
 use ferrovia_channel::transport::{OpKind, SendOp};
 
 use crate::keys::KeyInfo;
+use crate::mapped::Mapping;
 use crate::ucp::{Ep, Iov, Rkey, Status};
 
 /// A peer's registration, as this side knows it.
 pub(crate) enum RemoteKey {
     /// Asked for; ops using it wait.
     Requested,
-    /// Unpacked on the endpoint.
-    Ready { rkey: Rkey, info: KeyInfo },
+    /// Unpacked on the endpoint; `mapped` where UCX attached the peer's
+    /// memory in this process (the direct path, `crate::mapped`), which
+    /// leaves the table with the rkey.
+    Ready {
+        rkey: Rkey,
+        info: KeyInfo,
+        mapped: Option<Mapping>,
+    },
     /// The peer has no such registration.
     Missing,
     /// The peer revoked it (deregistered, or shut down): accesses fail
@@ -39,8 +46,8 @@ pub(crate) enum RemoteKey {
 pub(crate) struct RemoteKeys {
     map: HashMap<u32, RemoteKey>,
     /// The key last found ready: its number, rkey, range and rights (the
-    /// packed bytes are not copied).
-    hot: Option<(u32, Rkey, KeyInfo)>,
+    /// packed bytes are not copied) and mapping.
+    hot: Option<(u32, Rkey, KeyInfo, Option<Mapping>)>,
 }
 
 /// What an access with a key can do now.
@@ -51,8 +58,8 @@ pub(crate) enum Lookup<'a> {
     Requested,
     /// Refused: missing or revoked.
     Refused,
-    /// Usable.
-    Ready(Rkey, &'a KeyInfo),
+    /// Usable (directly, where mapped).
+    Ready(Rkey, &'a KeyInfo, Option<Mapping>),
 }
 
 impl RemoteKeys {
@@ -64,17 +71,17 @@ impl RemoteKeys {
                 None => return Lookup::Unknown,
                 Some(RemoteKey::Requested) => return Lookup::Requested,
                 Some(RemoteKey::Missing | RemoteKey::Revoked) => return Lookup::Refused,
-                Some(RemoteKey::Ready { rkey, info }) => {
+                Some(RemoteKey::Ready { rkey, info, mapped }) => {
                     let window = KeyInfo {
                         packed: Vec::new(),
                         ..*info
                     };
-                    self.hot = Some((key, *rkey, window));
+                    self.hot = Some((key, *rkey, window, *mapped));
                 }
             }
         }
         match &self.hot {
-            Some((_, rkey, info)) => Lookup::Ready(*rkey, info),
+            Some((_, rkey, info, mapped)) => Lookup::Ready(*rkey, info, *mapped),
             None => Lookup::Unknown,
         }
     }

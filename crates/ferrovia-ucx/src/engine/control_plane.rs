@@ -26,6 +26,7 @@ use super::token::{CTRL, GOODBYE_FLUSH, REVOKE_FLUSH, token};
 use super::{CLOSE_GRACE, Cmd, Engine};
 use crate::control::{AM_ID, Control};
 use crate::keys::KeyInfo;
+use crate::mapped::Mapping;
 use crate::peer::RemoteKey;
 use crate::revoke::Revocation;
 use crate::ucp::{Rkey, Status};
@@ -132,7 +133,15 @@ impl Engine {
                 // and which is trusted to run ferrovia (ARCHITECTURE).
                 let unpacked = unsafe { Rkey::unpack(p.live_ep(), &info.packed) };
                 match unpacked {
-                    Ok(rkey) => RemoteKey::Ready { rkey, info },
+                    Ok(rkey) => {
+                        let mapped = if self.map_keys {
+                            // SAFETY: just unpacked, not destroyed.
+                            unsafe { Mapping::of(rkey, &info) }
+                        } else {
+                            None
+                        };
+                        RemoteKey::Ready { rkey, info, mapped }
+                    }
                     Err(e) => {
                         log::warn!("ucx: peer {peer}'s key {key}: {e}");
                         RemoteKey::Missing

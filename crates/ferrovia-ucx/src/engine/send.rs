@@ -35,7 +35,11 @@ impl Engine {
                 continue;
             }
             // Nothing waits before it: issue it straight from the caller's
-            // op, so only its small entry is queued.
+            // op, so only its small entry is queued. What is done goes
+            // first, so an op with nothing outstanding before it is at the
+            // front (and may take the direct path).
+            self.retire(peer);
+            let p = &mut self.peers[peer];
             p.push_entry(op);
             let idx = p.cursor;
             if self.issue(peer, idx, op) {
@@ -78,6 +82,7 @@ impl Engine {
     /// Issues the waiting ops of `peer`'s queue that can be, in order.
     fn pump(&mut self, peer: usize) {
         while let Some(&op) = self.peers[peer].waiting.front() {
+            self.retire(peer);
             let idx = self.peers[peer].cursor;
             if !self.issue(peer, idx, &op) {
                 return;
@@ -118,7 +123,7 @@ impl Engine {
                     }
                     Lookup::Requested => return false,
                     Lookup::Refused => e.fail(REMOTE_ACCESS),
-                    Lookup::Ready(rkey, info) => {
+                    Lookup::Ready(rkey, info, mapped) => {
                         let need = match kind {
                             OpKind::Write => AccessFlags::REMOTE_WRITE,
                             OpKind::Read => AccessFlags::REMOTE_READ,
@@ -133,6 +138,23 @@ impl Engine {
                                 // the writes' flush.
                                 if kind != OpKind::Write && p.unflushed > 0 {
                                     return false;
+                                }
+                                // Nothing of the peer's is outstanding before
+                                // it (it is at the front): done here, on the
+                                // peer's mapped memory, if it can be.
+                                if idx == 0
+                                    && let Some(m) = mapped
+                                    // SAFETY: the key is ready (its rkey
+                                    // live, not revoked) and the engine's
+                                    // lock is held; the local buffers stay
+                                    // valid for the op (the caller's
+                                    // contract).
+                                    && unsafe { m.access(op, addr, info) }
+                                {
+                                    e.issued = true;
+                                    e.flushed = true;
+                                    self.stats.mapped_accesses += 1;
+                                    return true;
                                 }
                                 if kind == OpKind::FetchAdd || kind == OpKind::CompareSwap {
                                     self.issue_atomic(peer, idx, op, rkey, addr);

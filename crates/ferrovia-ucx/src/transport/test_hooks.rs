@@ -34,6 +34,7 @@ impl UcxTransport {
             direct: e.stats.direct_posts,
             queued: self.shared.queued_posts.load(SeqCst),
             endpoint_flushes: e.stats.endpoint_flushes,
+            mapped: e.stats.mapped_accesses,
         }
     }
 }
@@ -48,6 +49,8 @@ pub struct PostStats {
     pub queued: u64,
     /// Endpoint flushes issued to complete writes.
     pub endpoint_flushes: u64,
+    /// Ops done directly on a same-host peer's mapped memory.
+    pub mapped: u64,
 }
 
 /// Holds a transport's engine so nothing progresses it (tests only).

@@ -143,6 +143,32 @@ impl Rkey {
         Ok(Rkey(handle(rkey, "ucp_ep_rkey_unpack")))
     }
 
+    /// Where the peer's `len` bytes at its address `raddr` are mapped in
+    /// this process (`ucp_rkey_ptr`), if they are: the key's transport
+    /// attached the peer's segment (shared memory on this host). `None`
+    /// where no transport of the key maps it (another host, or memory UCX
+    /// did not allocate), or the range's first and last bytes are not
+    /// `len - 1` apart in this process (no single mapping holds it).
+    ///
+    /// # Safety
+    /// The key is live (not destroyed).
+    pub(crate) unsafe fn mapped(self, raddr: u64, len: u64) -> Option<NonNull<u8>> {
+        let last = raddr.checked_add(len.checked_sub(1)?)?;
+        let at = |a: u64| {
+            let mut p = null_mut();
+            // SAFETY: a live key (the caller's contract); `p` is a valid
+            // out-pointer. UCX only computes an address: nothing is read.
+            let status = Status(unsafe { ffi::ucp_rkey_ptr(self.raw(), a, &mut p) });
+            (status == Status::OK).then_some(p.cast::<u8>())
+        };
+        let (first, end) = (at(raddr)?, at(last)?);
+        let span = usize::try_from(len - 1).ok()?;
+        (end as usize)
+            .checked_sub(first as usize)
+            .filter(|&d| d == span)?;
+        NonNull::new(first)
+    }
+
     /// `ucp_rkey_destroy`.
     ///
     /// # Safety
