@@ -209,8 +209,8 @@ impl Receives {
         // transport's caller keeps; a sweeper names none); the iovec lives
         // in the slot until then.
         match unsafe { worker.tag_recv(layout, tag, mask, t) } {
-            Received::Done { len, tag } => {
-                let mut ev = Event::new(t, Status::OK);
+            Received::Done { status, len, tag } => {
+                let mut ev = Event::new(t, status);
                 ev.len = len;
                 ev.tag = tag;
                 events::push(ev);

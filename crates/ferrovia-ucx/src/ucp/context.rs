@@ -101,3 +101,12 @@ fn init(config: *const ffi::ucp_config_t) -> Result<ffi::ucp_context_h, UcxError
     check("ucp_init", status)?;
     Ok(ctx)
 }
+
+/// The version of the UCX library this process runs on
+/// (`ucp_get_version`): major, minor, release.
+pub(crate) fn version() -> (u32, u32, u32) {
+    let (mut major, mut minor, mut release) = (0, 0, 0);
+    // SAFETY: three valid out-pointers; UCX only writes them.
+    unsafe { ffi::ucp_get_version(&mut major, &mut minor, &mut release) };
+    (major, minor, release)
+}
