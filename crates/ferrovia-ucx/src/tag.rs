@@ -208,7 +208,7 @@ impl Receives {
         // cancelled (the contract of `Transport::post_recv`, which the
         // transport's caller keeps; a sweeper names none); the iovec lives
         // in the slot until then.
-        match unsafe { worker.tag_recv(layout, tag, mask, t) } {
+        match unsafe { worker.tag_recv(layout, tag, mask, t, peer == ANY) } {
             Received::Done { status, len, tag } => {
                 let mut ev = Event::new(t, status);
                 ev.len = len;

@@ -66,11 +66,16 @@ impl Worker {
     /// A message already waiting completes the receive inside the call
     /// (UCX's fast path), reported as [`Received::Done`] with its tag.
     /// UCX before 1.16 does not fill `recv_info` then (its sender tag
-    /// stays 0: the immediate and the sender lost), so there the waiting
+    /// stays 0: the immediate and the sender lost), and 1.16 and later do
+    /// not fill it for a message too long for the buffer (seen on 1.22).
+    /// So where the tag is needed whatever happens (`full_tag`: a wildcard
+    /// receive that must name its sender) or the UCX is older, the waiting
     /// message is probed first (`ucp_tag_probe_nb`, which reports its tag)
     /// and received by handle (`ucp_tag_msg_recv_nbx`); with none waiting,
     /// nothing can arrive before the receive is queued (no progress runs
-    /// in the call), and it is asked not to complete in the call.
+    /// in the call), and it is asked not to complete in the call. On the
+    /// fast path a truncated message reports the bits the receive matched
+    /// (`tag & mask`).
     ///
     /// # Safety
     /// The worker's contract (see [`Worker`]); the buffers `layout` names
@@ -83,6 +88,7 @@ impl Worker {
         tag: u64,
         mask: u64,
         token: u64,
+        full_tag: bool,
     ) -> Received {
         let mut info = ffi::ucp_tag_recv_info_t::default();
         let mut param = ffi::ucp_request_param_t {
@@ -94,7 +100,8 @@ impl Worker {
             ..Default::default()
         };
         param.cb.recv = Some(events::recv_done);
-        let r = if fills_info_when_immediate() {
+        let fast = fills_info_when_immediate() && !full_tag;
+        let r = if fast {
             param.op_attr_mask |= ffi::UCP_OP_ATTR_FIELD_RECV_INFO;
             param.recv_info.tag_info = &mut info;
             // SAFETY: live worker, used by one thread at a time, and
@@ -134,7 +141,7 @@ impl Worker {
             Started::Failed(s) if s == Status::MESSAGE_TRUNCATED => Received::Done {
                 status: s,
                 len: info.length,
-                tag: info.sender_tag,
+                tag: if fast { tag & mask } else { info.sender_tag },
             },
             Started::Pending(req) => Received::Pending(req),
             Started::Failed(s) => Received::Failed(s),
@@ -220,7 +227,7 @@ mod tests {
             let sge = [Sge::new(into.as_mut_ptr() as u64, 16, 0)];
             let mut iov = None;
             // SAFETY: as above.
-            let got = unsafe { worker.tag_recv(layout(&sge, &mut iov), want, mask, 2) };
+            let got = unsafe { worker.tag_recv(layout(&sge, &mut iov), want, mask, 2, mask != !0) };
             let Received::Done {
                 status,
                 len,
@@ -235,20 +242,39 @@ mod tests {
             assert_eq!(crate::tag::sender_of(got), 5);
         }
 
-        // Too long for the buffer: truncated, and still tagged.
-        send_and_settle(worker, ep, &[9; 64], tag);
-        let sge = [Sge::new(into.as_mut_ptr() as u64, 16, 0)];
-        let mut iov = None;
-        // SAFETY: as above.
-        let got = unsafe { worker.tag_recv(layout(&sge, &mut iov), tag, !0, 3) };
-        let Received::Done {
-            status, tag: got, ..
-        } = got
-        else {
-            panic!("a truncated receive ends in the call");
-        };
-        assert!(status == Status::MESSAGE_TRUNCATED);
-        assert_eq!(got, tag);
+        // Too long for the buffer: truncated, and its sender still known,
+        // for a peer's receive (the bits it matched) and for the pool's
+        // (probed first, so the whole tag).
+        for (want, mask, full) in [
+            (tag, !0, false),
+            (
+                crate::tag::recv_match(5, 3).0,
+                crate::tag::recv_match(5, 3).1,
+                false,
+            ),
+            (
+                crate::tag::recv_match_any().0,
+                crate::tag::recv_match_any().1,
+                true,
+            ),
+        ] {
+            send_and_settle(worker, ep, &[9; 64], tag);
+            let sge = [Sge::new(into.as_mut_ptr() as u64, 16, 0)];
+            let mut iov = None;
+            // SAFETY: as above.
+            let got = unsafe { worker.tag_recv(layout(&sge, &mut iov), want, mask, 3, full) };
+            let Received::Done {
+                status, tag: got, ..
+            } = got
+            else {
+                panic!("a truncated receive ends in the call");
+            };
+            assert!(status == Status::MESSAGE_TRUNCATED);
+            assert_eq!(crate::tag::sender_of(got), 5, "mask {mask:#x}");
+            if full || mask == !0 {
+                assert_eq!(got, tag);
+            }
+        }
 
         // SAFETY: nothing is outstanding; closed and destroyed once.
         unsafe {
