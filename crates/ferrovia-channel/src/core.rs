@@ -48,7 +48,7 @@ pub(crate) struct EngineState {
     /// unreachable in the transport): it takes no more.
     pub(crate) shared_broken: bool,
     /// Where polled completions land: kept, so polling zeroes nothing.
-    batch: [Completion; BATCH],
+    pub(crate) batch: [Completion; BATCH],
     /// Where posting builds the ops of one doorbell: kept, so posting
     /// neither clears nor copies a whole op first.
     pub(crate) ops: [SendOp; CHUNK],
@@ -313,11 +313,18 @@ impl ChannelCore {
         poll_first: bool,
         out: &mut Landing,
     ) -> TransportResult<bool> {
-        // One borrow for the poll, the routing and the look.
+        // One borrow for the looks, the poll and the routing. A request
+        // already done (routed by an earlier poll, or handed back at
+        // posting) is taken without polling the transport.
         let (look, wake) = {
             let mut st = self.state();
-            let wake = poll_first && self.poll_route(&mut st)?.1;
-            (st.slots.take(t.index, t.epoch, out), wake)
+            match st.slots.take(t.index, t.epoch, out) {
+                Look::Pending if poll_first => {
+                    let wake = self.poll_route(&mut st)?.1;
+                    (st.slots.take(t.index, t.epoch, out), wake)
+                }
+                look => (look, false),
+            }
         };
         if wake {
             self.wake_routed();
@@ -438,5 +445,18 @@ impl EngineState {
         if n > 0 {
             slots.owned.room_freed();
         }
+    }
+
+    /// Routes the `n` completions the transport handed back while
+    /// posting (into the batch), so their handles' first look finds them
+    /// without polling.
+    /// Whether wakers are due ([`ChannelCore::wake_routed`]).
+    #[inline]
+    pub(crate) fn route_posted(&mut self, n: usize) -> bool {
+        if n == 0 {
+            return false;
+        }
+        self.route(n);
+        !self.slots.owned.to_wake.is_empty()
     }
 }

@@ -186,9 +186,20 @@ impl ChannelCore {
         // scope over it can open meanwhile (`open_scope`), and before it
         // returns it drains the core: every op is reported complete or
         // flushed, so the memory outlives the op as the contract asks.
-        if let Err(e) = unsafe { self.transport.post_send(peer, std::slice::from_ref(op)) } {
-            st.slots.unpost(index);
-            return Err(e);
+        let posted = unsafe {
+            self.transport
+                .post_send_and_poll(peer, std::slice::from_ref(op), &mut st.batch)
+        };
+        let wake = match posted {
+            Ok(n) => st.route_posted(n),
+            Err(e) => {
+                st.slots.unpost(index);
+                return Err(e);
+            }
+        };
+        drop(guard);
+        if wake {
+            self.wake_routed();
         }
         Ok(Ticket { index, epoch })
     }
@@ -252,6 +263,7 @@ impl ChannelCore {
             // `post_send` for the full argument, which holds per op.
             unsafe { self.post_staged(st, peer, chunk.len()) }?;
         }
+        self.wake_routed();
         Ok(tail)
     }
 
@@ -271,13 +283,20 @@ impl ChannelCore {
     ) -> TransportResult<()> {
         let ops = &st.ops[..n];
         // SAFETY: the caller's contract is the transport's.
-        if let Err(e) = unsafe { self.transport.post_send(peer, ops) } {
-            for op in ops {
-                st.slots.unpost(op.wr_id as u32);
+        match unsafe { self.transport.post_send_and_poll(peer, ops, &mut st.batch) } {
+            Ok(taken) => {
+                // Wakers it makes due: the caller's `wake_routed` once the
+                // state is let go.
+                st.route_posted(taken);
+                Ok(())
             }
-            return Err(e);
+            Err(e) => {
+                for op in &st.ops[..n] {
+                    st.slots.unpost(op.wr_id as u32);
+                }
+                Err(e)
+            }
         }
-        Ok(())
     }
 
     /// A send-queue op, built by value (the owned posts, which keep their

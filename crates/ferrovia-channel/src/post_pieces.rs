@@ -107,6 +107,7 @@ impl ChannelCore {
             // engine drops with the flush never reported.
             unsafe { self.post_staged(st, peer, chunk.len()) }?;
         }
+        self.wake_routed();
         Ok(tail)
     }
 

@@ -135,6 +135,18 @@ unsafe impl Transport for Rails {
         unsafe { t.post_send(p, ops) }
     }
 
+    unsafe fn post_send_and_poll(
+        &self,
+        peer: usize,
+        ops: &[SendOp],
+        out: &mut [Completion],
+    ) -> TransportResult<usize> {
+        let (t, p) = self.split(peer)?;
+        // SAFETY: as for post_send; what it hands back is that rail's
+        // completions, in its order, as its `poll` would.
+        unsafe { t.post_send_and_poll(p, ops, out) }
+    }
+
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
         let (t, p) = self.split(peer)?;
         // SAFETY: as for post_send.

@@ -183,6 +183,27 @@ pub unsafe trait Transport: Send + Sync + std::any::Any {
     /// DMA). The transport checks keys itself (see the trait's contract).
     unsafe fn post_send(&self, peer: usize, ops: &[SendOp]) -> TransportResult<()>;
 
+    /// Posts `ops` as [`Transport::post_send`], then takes up to
+    /// `out.len()` completions as [`Transport::poll`] does, without
+    /// waiting and without driving progress: a transport that finishes
+    /// ops inside the call (UCX on a same-host peer's mapped memory) hands
+    /// their completions back at once, so the caller need not poll for
+    /// them. Returns how many it took (the contract of `poll` holds for
+    /// them). The default posts and takes none.
+    ///
+    /// # Safety
+    /// As for [`Transport::post_send`].
+    unsafe fn post_send_and_poll(
+        &self,
+        peer: usize,
+        ops: &[SendOp],
+        out: &mut [Completion],
+    ) -> TransportResult<usize> {
+        let _ = out;
+        // SAFETY: the caller's contract is `post_send`'s.
+        unsafe { self.post_send(peer, ops) }.map(|()| 0)
+    }
+
     /// Posts receives from `peer`.
     ///
     /// # Safety

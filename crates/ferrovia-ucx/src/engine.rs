@@ -46,6 +46,7 @@ use crate::ucp::events::{self, Event};
 use crate::ucp::{self, Rkey, Status, Worker, vendor_err, wc_status};
 
 mod control_plane;
+mod direct;
 mod driver;
 mod endpoints;
 mod generation;
@@ -116,6 +117,9 @@ pub(crate) struct Engine {
     /// Keys are mapped where UCX attached the peer's memory here
     /// ([`crate::mapped::enabled`]).
     map_keys: bool,
+    /// Ops the direct lane did since the worker last turned
+    /// (`direct::TURN_EVERY`).
+    direct_since_turn: u32,
     // Keeps the context alive while the worker exists.
     _ctx: Arc<ucp::Context>,
 }
@@ -155,6 +159,7 @@ impl Engine {
             detect_failures,
             leak: false,
             map_keys: crate::mapped::enabled(),
+            direct_since_turn: 0,
             _ctx: ctx,
         };
         // From here on `engine`'s Drop destroys the worker on error.
@@ -181,6 +186,7 @@ impl Engine {
         if self.shutdown {
             return false;
         }
+        self.direct_since_turn = 0;
         let mut busy = self.drain_commands();
         if self.shutdown {
             return busy;

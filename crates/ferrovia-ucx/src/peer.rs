@@ -16,7 +16,7 @@ use std::collections::hash_map::{self, HashMap};
 use ferrovia_channel::transport::{OpKind, SendOp};
 
 use crate::keys::KeyInfo;
-use crate::mapped::Mapping;
+use crate::mapped::{LaneKey, Mapping};
 use crate::ucp::{Ep, Iov, Rkey, Status};
 
 /// A peer's registration, as this side knows it.
@@ -48,6 +48,8 @@ pub(crate) struct RemoteKeys {
     /// The key last found ready: its number, rkey, range and rights (the
     /// packed bytes are not copied) and mapping.
     hot: Option<(u32, Rkey, KeyInfo, Option<Mapping>)>,
+    /// The hot key as the direct lane uses it, when it is mapped.
+    lane: Option<LaneKey>,
 }
 
 /// What an access with a key can do now.
@@ -76,6 +78,7 @@ impl RemoteKeys {
                         packed: Vec::new(),
                         ..*info
                     };
+                    self.lane = mapped.map(|m| m.lane_key(key, &window));
                     self.hot = Some((key, *rkey, window, *mapped));
                 }
             }
@@ -86,24 +89,45 @@ impl RemoteKeys {
         }
     }
 
+    /// The mapped key `key` as the direct lane uses it, if it is ready
+    /// and mapped.
+    #[inline(always)]
+    pub(crate) fn lane(&mut self, key: u32) -> Option<LaneKey> {
+        match self.lane {
+            Some(l) if l.key == key => Some(l),
+            _ => self.lane_slow(key),
+        }
+    }
+
+    #[inline(never)]
+    fn lane_slow(&mut self, key: u32) -> Option<LaneKey> {
+        match self.lookup(key) {
+            Lookup::Ready(..) => self.lane,
+            _ => None,
+        }
+    }
+
     pub(crate) fn get(&self, key: u32) -> Option<&RemoteKey> {
         self.map.get(&key)
     }
 
     pub(crate) fn insert(&mut self, key: u32, state: RemoteKey) -> Option<RemoteKey> {
         self.hot = None;
+        self.lane = None;
         self.map.insert(key, state)
     }
 
     /// Forgets every key, handing back their states.
     pub(crate) fn drain(&mut self) -> hash_map::Drain<'_, u32, RemoteKey> {
         self.hot = None;
+        self.lane = None;
         self.map.drain()
     }
 
     /// Marks every key revoked; the rkeys that were unpacked go to `dead`.
     pub(crate) fn revoke_all(&mut self, mut dead: impl FnMut(Rkey)) {
         self.hot = None;
+        self.lane = None;
         for k in self.map.values_mut() {
             if let RemoteKey::Ready { rkey, .. } = std::mem::replace(k, RemoteKey::Revoked) {
                 dead(rkey);

@@ -230,6 +230,37 @@ unsafe impl Transport for UcxTransport {
         Ok(())
     }
 
+    unsafe fn post_send_and_poll(
+        &self,
+        peer: usize,
+        ops: &[SendOp],
+        out: &mut [Completion],
+    ) -> TransportResult<usize> {
+        if local_addr::any_rebased(ops) {
+            // SAFETY: the caller's contract is `post_send`'s.
+            return unsafe { self.post_send(peer, ops) }.map(|()| 0);
+        }
+        self.check(peer)?;
+        // As `post_send`, then what is ready (what the direct lane did in
+        // the call among it) is taken under the same lock.
+        match engine::with_engine(&self.engine, &self.shared, |e| {
+            let n = e.post_and_take(peer, ops, out);
+            self.publish_if_armed(e);
+            n
+        }) {
+            Some(n) => Ok(n),
+            None => {
+                self.check_alive()?;
+                self.shared.queued_posts.fetch_add(1, Relaxed);
+                for op in ops {
+                    self.shared.cmds.push(Cmd::Send { peer, op: *op });
+                }
+                self.shared.wake(false);
+                Ok(0)
+            }
+        }
+    }
+
     unsafe fn post_recv(&self, peer: usize, ops: &[RecvOp]) -> TransportResult<()> {
         if local_addr::any_rebased(ops) {
             return local_addr::translated(&self.dir, ops, |ops| {

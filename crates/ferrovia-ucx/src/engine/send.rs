@@ -28,6 +28,13 @@ impl Engine {
             }
             return;
         }
+        // What the direct lane can do goes first, without entering the
+        // queue; the rest (if any) takes the queue's path.
+        let ops = &ops[self.direct_prefix(peer, ops)..];
+        if ops.is_empty() {
+            self.turn_if_due();
+            return;
+        }
         for op in ops {
             let p = &mut self.peers[peer];
             if !p.waiting.is_empty() {
@@ -143,13 +150,15 @@ impl Engine {
                                 // it (it is at the front): done here, on the
                                 // peer's mapped memory, if it can be.
                                 if idx == 0
-                                    && let Some(m) = mapped
-                                    // SAFETY: the key is ready (its rkey
-                                    // live, not revoked) and the engine's
-                                    // lock is held; the local buffers stay
-                                    // valid for the op (the caller's
-                                    // contract).
-                                    && unsafe { m.access(op, addr, info) }
+                                    && let Some(at) = mapped.and_then(|m| {
+                                        m.lane_key(key, info).target(op.remote_addr, total, need)
+                                    })
+                                    // SAFETY: `at` is the op's range in a
+                                    // key that is ready (its rkey live, not
+                                    // revoked) and the engine's lock is
+                                    // held; the local buffers stay valid
+                                    // for the op (the caller's contract).
+                                    && unsafe { crate::mapped::access(op, at) }
                                 {
                                     e.issued = true;
                                     e.flushed = true;
