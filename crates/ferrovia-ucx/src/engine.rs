@@ -218,6 +218,12 @@ impl Engine {
         None
     }
 
+    /// Whether some peer has send-queue ops not yet reported: UCX may hold
+    /// sends that only progress finishes (see the progress thread).
+    pub(super) fn sends_in_flight(&self) -> bool {
+        self.peers.iter().any(|p| !p.queue.is_empty())
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shutdown
     }

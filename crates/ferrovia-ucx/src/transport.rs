@@ -455,7 +455,7 @@ unsafe impl Transport for UcxTransport {
     }
 
     fn arm(&self) -> TransportResult<()> {
-        self.shared.events.arm();
+        self.shared.arm_events();
         Ok(())
     }
 

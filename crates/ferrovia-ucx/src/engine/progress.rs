@@ -23,8 +23,16 @@ use crate::ucp::{Status, WorkerSlot};
 /// sleeps on the worker's event fd: long enough to catch a ping-pong reply.
 const SPIN: Duration = Duration::from_micros(200);
 /// How long the progress thread stays out of the way once a user thread
-/// took a turn; it looks again after that.
+/// took a turn; it looks again after that, or as soon as an event loop
+/// arms the transport's event fd (which unparks it).
 const STAND_BACK: Duration = Duration::from_micros(500);
+/// While sends UCX holds are in flight, how long the thread keeps turning
+/// after the last activity before it naps: a send queued behind a full
+/// shared-memory FIFO finishes through progress alone, and no event of
+/// the worker's fd says the FIFO drained.
+const IN_FLIGHT_SPIN: Duration = Duration::from_millis(5);
+/// The nap while sends are in flight (the fd still wakes it for arrivals).
+const IN_FLIGHT_NAP_MS: i32 = 1;
 
 /// What user threads ask of whoever turns the engine next (a post that
 /// found the engine taken, or what only a turn does).
@@ -80,6 +88,8 @@ pub(crate) struct Shared {
     pub(super) worker: WorkerSlot,
     /// The transport's event fd, signalled on publication when armed.
     pub(crate) events: crate::notify::Notifier,
+    /// The progress thread, to unpark from its stand-back.
+    progress: std::sync::OnceLock<thread::Thread>,
 }
 
 impl Shared {
@@ -98,6 +108,17 @@ impl Shared {
             queued_posts: AtomicU64::new(0),
             worker: WorkerSlot::new(),
             events: crate::notify::Notifier::new(),
+            progress: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Arms the transport's event fd for an event loop about to sleep on
+    /// it, and calls the progress thread back from standing back: the
+    /// loop's last poll took a user turn, and nobody else would progress.
+    pub(crate) fn arm_events(&self) {
+        self.events.arm();
+        if let Some(t) = self.progress.get() {
+            t.unpark();
         }
     }
 
@@ -141,10 +162,12 @@ pub(crate) fn spawn(
     let (engine, address) = Engine::new(ctx.handle.clone(), dir, shared.clone(), detect_failures)?;
     let engine = Arc::new(Mutex::new(engine));
     let cell = engine.clone();
+    let shared_for_park = shared.clone();
     let handle = thread::Builder::new()
         .name("ferrovia-ucx".into())
         .spawn(move || progress_thread(cell, shared))
         .map_err(|e| UcxError::ProgressThread(format!("cannot spawn: {e}")))?;
+    let _ = shared_for_park.progress.set(handle.thread().clone());
     Ok((handle, engine, address))
 }
 
@@ -210,11 +233,11 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
             // Unless an event loop sleeps on the transport's event fd: it
             // waits for this thread to publish.
             if shared.user_turned.swap(false, Relaxed) && !shared.events.armed() {
-                thread::sleep(STAND_BACK);
+                thread::park_timeout(STAND_BACK);
                 last_activity = Instant::now();
                 continue;
             }
-            let busy = {
+            let (busy, in_flight) = {
                 // Never wait for the lock: whoever holds it is progressing
                 // (a user thread's turn marks itself, so the next look
                 // stands back). Parking here would make every unlock of a
@@ -229,11 +252,12 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                     return;
                 }
                 e.publish();
-                busy
+                (busy, e.sends_in_flight())
             };
+            let idle = last_activity.elapsed();
             if busy {
                 last_activity = Instant::now();
-            } else if last_activity.elapsed() < SPIN {
+            } else if idle < SPIN || (in_flight && idle < IN_FLIGHT_SPIN) {
                 thread::yield_now();
             } else {
                 let efd = engine.try_lock().and_then(|mut e| e.arm());
@@ -243,8 +267,9 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
                         events: libc::POLLIN,
                         revents: 0,
                     };
+                    let nap = if in_flight { IN_FLIGHT_NAP_MS } else { 100 };
                     // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut p, 1, 100) };
+                    unsafe { libc::poll(&mut p, 1, nap) };
                 }
                 shared.sleeping.store(false, SeqCst);
                 last_activity = Instant::now();
