@@ -1,5 +1,8 @@
-//! Generates the UCX (ucp) bindings at build time from the headers
-//! `pkg-config ucx` finds. `ucp_init` is static inline: the crate calls
+//! Generates the UCX (ucp) bindings at build time from the headers of the
+//! UCX the crate links: the system's (`pkg-config ucx`), or with the
+//! `vendored` feature the UCX release `ucx-rs` builds and links statically
+//! (its headers come from that crate's `links` metadata,
+//! `DEP_UCX_RS_INCLUDE`). `ucp_init` is static inline: the crate calls
 //! `ucp_init_version` instead, and rewrites the `UCS_PTR_*` macros in Rust,
 //! so no C wrappers are needed.
 
@@ -18,12 +21,23 @@ fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
-    let lib = pkg_config::Config::new().probe("ucx").unwrap_or_else(|e| {
-        fail(&format!(
-            "pkg-config could not find ucx ({})",
-            e.to_string().lines().next().unwrap_or("")
-        ))
-    });
+    let include_paths = if env::var_os("CARGO_FEATURE_VENDORED").is_some() {
+        // ucx-rs emits the link lines; only its headers are needed here.
+        match env::var_os("DEP_UCX_RS_INCLUDE") {
+            Some(dir) if !dir.is_empty() => vec![PathBuf::from(dir)],
+            _ => fail("the `vendored` feature is on but ucx-rs gave no include directory"),
+        }
+    } else {
+        pkg_config::Config::new()
+            .probe("ucx")
+            .unwrap_or_else(|e| {
+                fail(&format!(
+                    "pkg-config could not find ucx ({})",
+                    e.to_string().lines().next().unwrap_or("")
+                ))
+            })
+            .include_paths
+    };
     let manifest =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -40,7 +54,7 @@ fn main() {
         .layout_tests(false)
         .generate_comments(false)
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
-    for p in &lib.include_paths {
+    for p in &include_paths {
         builder = builder.clang_arg(format!("-I{}", p.display()));
     }
     std::panic::set_hook(Box::new(|_| {}));

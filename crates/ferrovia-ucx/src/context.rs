@@ -22,6 +22,12 @@ impl std::fmt::Debug for UcxContext {
     }
 }
 
+/// The version of the UCX this program runs on (`ucp_get_version`):
+/// the system's, or 1.22.0 with the `vendored` feature.
+pub fn ucx_version() -> (u32, u32, u32) {
+    ucp::version()
+}
+
 impl UcxContext {
     /// Reads the UCX configuration from the environment (`UCX_TLS`, ...)
     /// and initialises a context.

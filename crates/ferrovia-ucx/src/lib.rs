@@ -48,7 +48,9 @@
 //!
 //! Bindings are generated at build time over the system UCX
 //! (`pkg-config ucx`; Debian 12 ships 1.13.1, where `ucp_init` is inline,
-//! so `ucp_init_version` is called).
+//! so `ucp_init_version` is called), or with the `vendored` feature over
+//! UCX 1.22.0 built and linked statically by `ucx-rs`. Which one runs is
+//! [`ucx_version`].
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
@@ -73,7 +75,7 @@ mod ucp;
 
 pub use builder::UcxTransportBuilder;
 pub use by_address::EndpointFailure;
-pub use context::UcxContext;
+pub use context::{UcxContext, ucx_version};
 pub use error::UcxError;
 pub use exposure::Exposure;
 pub use keys::UcxRegistrar;

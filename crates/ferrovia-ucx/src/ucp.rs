@@ -40,7 +40,7 @@ mod status;
 mod tag;
 mod worker;
 
-pub(crate) use context::Context;
+pub(crate) use context::{Context, version};
 pub(crate) use datatype::{Iov, layout};
 pub(crate) use endpoint::Ep;
 pub(crate) use memory::{MemMap, Rkey};

@@ -25,6 +25,10 @@
 //! - `ucx` (default): the UCX fallback transport as `ferrovia::ucx`, and
 //!   the [`Node`] backend used where no RDMA device is usable. Needs the
 //!   system UCX (`libucx-dev`) at build time.
+//! - `ucx-vendored` (off by default): `ucx` over UCX 1.22.0, built from
+//!   its release tarball by the `ucx-rs` crate and linked statically, so
+//!   neither `libucx-dev` nor UCX's plugin directory is needed
+//!   (`ferrovia::ucx::ucx_version` says which UCX runs).
 //! - `async` (off by default): [`AsyncNode`] and friends, operations as
 //!   futures on tokio that own their registered buffers (dropping or
 //!   forgetting one never frees memory the NIC or UCX may touch); pulls in

@@ -14,3 +14,9 @@
 )]
 
 include!(concat!(env!("OUT_DIR"), "/ucx_bindings.rs"));
+
+// With `vendored`, UCX's static archives and the references that keep its
+// component constructors come with `ucx-rs`: a crate that never names it
+// is dropped from the link, and `ucp_init` fails without a word.
+#[cfg(feature = "vendored")]
+use ucx_rs as _;
