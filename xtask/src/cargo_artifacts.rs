@@ -66,7 +66,7 @@ impl Program {
     }
 
     /// The cargo build arguments, JSON messages included.
-    fn build_args(self) -> [&'static str; 6] {
+    pub(crate) fn build_args(self) -> [&'static str; 6] {
         let (package, kind, name) = match self {
             Program::Example { package, name } => (package, "--example", name),
             Program::Bin { package, name } => (package, "--bin", name),

@@ -65,10 +65,13 @@ enum Command {
     },
     /// barrier: barrier algorithms x 2/4/8/16 ranks in one VM boot;
     /// --compare: ferrovia-perf next to perftest and ucx_perftest, written
-    /// to docs/benchmarks.md; soak: the soak with faults (8 ranks over UCX
-    /// tcp on the host, then 4 over verbs in the VM), --minutes each.
+    /// to docs/benchmarks.md; ucx-versions: the UCX pairs over the system
+    /// UCX and over UCX 1.22 (ucx-rs), each next to its own ucx_perftest,
+    /// written to docs/benchmarks-ucx-versions.md; soak: the soak with
+    /// faults (8 ranks over UCX tcp on the host, then 4 over verbs in the
+    /// VM), --minutes each.
     Bench {
-        #[arg(value_parser = ["barrier", "compare", "soak"], required_unless_present = "compare")]
+        #[arg(value_parser = ["barrier", "compare", "ucx-versions", "soak"], required_unless_present = "compare")]
         what: Option<String>,
         /// With soak: how long each of its two runs lasts.
         #[arg(long, default_value_t = 30)]
@@ -270,6 +273,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
                 ));
             }
             bench::barrier()
+        }
+        Command::Bench { what, .. } if what.as_deref() == Some("ucx-versions") => {
+            bench_compare::ucx_versions::command()
         }
         Command::Bench { what, minutes, .. } if what.as_deref() == Some("soak") => {
             crate::soak::command(minutes)

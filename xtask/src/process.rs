@@ -38,6 +38,21 @@ pub(crate) fn die_with_xtask(command: &mut Command) {
     command.process_group(0);
 }
 
+/// Runs the child of `command` on CPU `cpu` only (`sched_setaffinity`
+/// before exec); a refusal leaves it unpinned.
+pub(crate) fn pin_to_cpu(command: &mut Command, cpu: usize) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls sched_setaffinity, async-signal-safe, on a set on its stack.
+    unsafe {
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+}
+
 /// What a line reader does with each line of a stream.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lines {

@@ -252,6 +252,7 @@ pub(crate) fn invocation(
     };
     let to_os = |v: Vec<String>| v.into_iter().map(OsString::from).collect();
     Invocation {
+        pin: transport.ucx_tls().is_some(),
         program: perf.as_os_str().to_owned(),
         server: to_os(server),
         client: to_os(client),

@@ -106,7 +106,10 @@ pub(crate) fn machine(info: &BTreeMap<String, String>, perf: &str, took: Duratio
     ));
     lines.push(
         "Server and client of every run are two processes on one machine, the client \
-         connecting to 127.0.0.1."
+         connecting to 127.0.0.1. On the host (the UCX rows and batch_bw over UCX), both \
+         tools' server runs on CPU 0 and client on CPU 1 (`sched_setaffinity`): unpinned on \
+         two cores, the busy-polling threads and ferrovia's progress threads take turns and \
+         a pair stalls whenever one side is descheduled."
             .into(),
     );
     lines
@@ -145,8 +148,8 @@ pub(crate) fn document(machine: &[String], tables: &str, notes: &[String]) -> St
          How to reproduce: `cargo xtask bench --compare`. One VM boot for the verbs pairs, \
          then `ferrovia-perf batch_bw` on soft-RoCE and Mooncake over rdma, then the barrier \
          sweep; then, on the host, the UCX pairs, batch_bw over UCX and Mooncake over tcp. \
-         About 15 minutes on the machine below; the command keeps a {}-minute budget (no new \
-         measurement after it, the stages sharing it), so it ends within about 35 minutes. \
+         About 25 minutes on the machine below; the command keeps a {}-minute budget (no new \
+         measurement after it, the stages sharing it), so it ends within about 50 minutes. \
          `FERROVIA_MOONCAKE=skip` (or a machine without PyPI) leaves Mooncake's cells empty \
          with the reason.\n\n\
          ## Machine\n\n",

@@ -35,6 +35,7 @@ mod plan;
 mod report;
 mod stages;
 mod transfer;
+pub(crate) mod ucx_versions;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,6 +52,8 @@ use crate::vm::{self, VmOptions};
 use crate::workspace::{ScratchFile, append_line};
 use crate::{bench, cmd, deps, rdma_devices, signals, workspace};
 
+/// The UCX reference tool, from the PATH.
+const UCX_PERFTEST: &str = "ucx_perftest";
 /// The benchmark program.
 const PERF: Program = Program::Bin {
     package: "ferrovia-benches",
@@ -60,9 +63,9 @@ const PERF: Program = Program::Bin {
 /// this (minus the time the report needs). The stages' shares
 /// ([`stages::VERBS_BUDGET`], [`stages::HOST_BUDGET`]) fill it; a run that
 /// started before it may overrun it by its own deadline (Mooncake's over
-/// tcp: 120 s), so the command ends within ~35 min; it took 15 on this
-/// 2-core host (2026-12-02).
-const TOTAL_BUDGET: Duration = Duration::from_secs(33 * 60);
+/// tcp: 120 s), so the command ends within ~50 min; with 3 repetitions
+/// it took 15 on this 2-core host (2026-12-02), with 5 about 25.
+const TOTAL_BUDGET: Duration = Duration::from_secs(48 * 60);
 /// Time for the VM boot and the last run after the verbs budget (a
 /// Mooncake run in progress may overrun it by its 150 s deadline, the
 /// barrier sweep's last run by 30 s).
@@ -129,6 +132,8 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
             let place = format!("this host, device {device}");
             append_line(file, &parse::to_info("verbs_place", &place))?;
             let sweep = Sweep {
+                perftest: Path::new(UCX_PERFTEST),
+                reps: 1..=plan::REPS,
                 perf: &perf,
                 device: &device,
                 file,
@@ -227,6 +232,8 @@ fn ucx_stages(
     const UCX: [Transport; 2] = [Transport::UcxTcp, Transport::UcxSm];
     say!("xtask bench: UCX pairs on the host (UCX_TLS=tcp, then sm,self)");
     sweep(&Sweep {
+        perftest: Path::new(UCX_PERFTEST),
+        reps: 1..=plan::REPS,
         perf,
         device,
         file,
@@ -382,6 +389,8 @@ pub(crate) fn sweep_command(
     }
     let on_host = transports.iter().all(|t| t.ucx_tls().is_some());
     let sweep_of = Sweep {
+        perftest: Path::new(UCX_PERFTEST),
+        reps: 1..=plan::REPS,
         perf,
         device: &device,
         file,
@@ -400,6 +409,11 @@ pub(crate) fn sweep_command(
 /// One sweep: every cell of `transports`, [`plan::REPS`] times.
 struct Sweep<'a> {
     perf: &'a Path,
+    /// The UCX reference (`ucx_perftest` from the PATH, or one built for
+    /// another UCX release).
+    perftest: &'a Path,
+    /// The repetitions to run.
+    reps: std::ops::RangeInclusive<usize>,
     /// The verbs device.
     device: &'a str,
     file: &'a Path,
@@ -414,7 +428,7 @@ struct Sweep<'a> {
 /// order; appends one record per run to the file as it goes.
 fn sweep(s: &Sweep<'_>) -> Result<()> {
     let mut ports = Ports::new(FIRST_PORT);
-    for rep in 1..=plan::REPS {
+    for rep in s.reps.clone() {
         for &transport in s.transports {
             for case in plan::cases(transport) {
                 if Instant::now() >= s.deadline {
@@ -443,7 +457,7 @@ fn measure(
     ports: &mut Ports,
 ) -> Result<Record> {
     let port = ports.take(plan::ports_needed(case, tool))?;
-    let inv = plan::invocation(case, tool, s.perf, s.device, port);
+    let inv = plan::invocation(case, tool, s.perf, s.perftest, s.device, port);
     let outcome = match pair::run(&inv, s.limits)? {
         Ok(ran) => {
             let value = parse::value(case, tool, &ran.client_stdout);

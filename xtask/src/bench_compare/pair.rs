@@ -47,7 +47,7 @@ pub(crate) fn run(inv: &Invocation, limits: Limits) -> Result<std::result::Resul
         .file_name()
         .unwrap_or(inv.program.as_os_str())
         .to_string_lossy();
-    let mut server = match spawn(inv, &inv.server) {
+    let mut server = match spawn(inv, &inv.server, 0) {
         Ok(p) => p,
         Err(e) => return Ok(Err(format!("cannot start {program}: {e}"))),
     };
@@ -73,7 +73,7 @@ pub(crate) fn run(inv: &Invocation, limits: Limits) -> Result<std::result::Resul
         }
         std::thread::sleep(POLL);
     }
-    let mut client = match spawn(inv, &inv.client) {
+    let mut client = match spawn(inv, &inv.client, 1) {
         Ok(p) => p,
         Err(e) => return Ok(Err(format!("cannot start the {program} client: {e}"))),
     };
@@ -121,7 +121,7 @@ fn last_words(done: &Finished) -> String {
 }
 
 /// Starts `inv.program args`, its output kept.
-fn spawn(inv: &Invocation, args: &[OsString]) -> std::io::Result<Watched> {
+fn spawn(inv: &Invocation, args: &[OsString], cpu: usize) -> std::io::Result<Watched> {
     let mut command = Command::new(&inv.program);
     command
         .args(args)
@@ -129,6 +129,9 @@ fn spawn(inv: &Invocation, args: &[OsString]) -> std::io::Result<Watched> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if inv.pin && std::thread::available_parallelism().is_ok_and(|n| n.get() > cpu) {
+        crate::process::pin_to_cpu(&mut command, cpu);
+    }
     Watched::spawn(&mut command, Lines::kept(), Lines::kept())
 }
 
@@ -199,6 +202,7 @@ mod tests {
             client: vec!["-c".into(), script.into(), "client".into()],
             env: vec![("BENCH_TEST_VAR".into(), "42".into())],
             listen,
+            pin: false,
         }
     }
 

@@ -63,6 +63,12 @@ struct Runs {
     attempted: usize,
 }
 
+/// The median of `tool`'s runs in `case` and how many gave a number.
+pub(crate) fn tool_runs(records: &[Record], case: &Case, tool: Tool) -> (Option<f64>, usize) {
+    let r = runs(records, case, tool);
+    (median(&r.values), r.values.len())
+}
+
 /// The runs of `tool` in `case`.
 fn runs(records: &[Record], case: &Case, tool: Tool) -> Runs {
     let mut runs = Runs::default();
@@ -344,7 +350,10 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("ran fewer than 3 times"), "{text}");
+        assert!(
+            text.contains(&format!("ran fewer than {} times", plan::REPS)),
+            "{text}"
+        );
         assert!(text.contains("| 8 | — | — | — | 0+0 |"), "{text}");
         assert!(!text.contains("UCX"), "no UCX records, no UCX rows: {text}");
     }
