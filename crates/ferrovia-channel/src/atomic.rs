@@ -52,6 +52,7 @@ pub struct PeerAtomicWorkRequest<'env> {
 
 impl<'env> PeerAtomicWorkRequest<'env> {
     /// `wr` to `peer`.
+    #[inline]
     pub fn new(peer: usize, wr: AtomicWorkRequest<'env>) -> Self {
         PeerAtomicWorkRequest { peer, wr }
     }
@@ -60,6 +61,7 @@ impl<'env> PeerAtomicWorkRequest<'env> {
 impl<'env> AtomicWorkRequest<'env> {
     /// Adds `add` to the word at the start of `remote`; its original value
     /// lands in `result` (8 bytes).
+    #[inline]
     pub fn fetch_add(
         result: Scatter<'env>,
         remote: RemoteMemoryRegion,
@@ -70,6 +72,7 @@ impl<'env> AtomicWorkRequest<'env> {
 
     /// Stores `swap` into the word at the start of `remote` if it equals
     /// `compare`; its original value lands in `result` (8 bytes).
+    #[inline]
     pub fn compare_swap(
         result: Scatter<'env>,
         remote: RemoteMemoryRegion,
@@ -82,6 +85,7 @@ impl<'env> AtomicWorkRequest<'env> {
     /// Checks what can be checked before posting: an 8-byte result, a
     /// region whose owner allowed atomics, an 8-byte aligned remote word
     /// inside it.
+    #[inline]
     pub fn new(
         result: Scatter<'env>,
         remote: RemoteMemoryRegion,

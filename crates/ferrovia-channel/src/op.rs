@@ -24,6 +24,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Whether the device writes the local elements (reads and atomics).
+    #[inline]
     pub fn writes_locally(self) -> bool {
         matches!(self, OpKind::Read | OpKind::FetchAdd | OpKind::CompareSwap)
     }
@@ -60,6 +61,7 @@ pub struct SendOp {
 
 impl SendOp {
     /// The used SGEs.
+    #[inline]
     pub fn sges(&self) -> &[Sge] {
         &self.sges[..self.num_sge.min(MAX_ELEMENTS)]
     }
@@ -78,6 +80,7 @@ pub struct RecvOp {
 
 impl RecvOp {
     /// The used SGEs.
+    #[inline]
     pub fn sges(&self) -> &[Sge] {
         &self.sges[..self.num_sge.min(MAX_ELEMENTS)]
     }

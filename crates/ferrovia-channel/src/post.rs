@@ -191,6 +191,8 @@ impl ChannelCore {
                 .post_send_and_poll(peer, std::slice::from_ref(op), &mut st.batch)
         };
         let wake = match posted {
+            // Done in the call and alone: recorded without routing.
+            Ok(1) if st.slots.complete_sole(index, &st.batch[0]) => false,
             Ok(n) => st.route_posted(n),
             Err(e) => {
                 st.slots.unpost(index);
@@ -377,7 +379,10 @@ fn fill_op(
 ) {
     let mut total = 0u64;
     if spec.kind.writes_locally() {
-        op.sges[..scatter.len()].copy_from_slice(scatter);
+        match scatter {
+            [one] => op.sges[0] = *one,
+            many => op.sges[..many.len()].copy_from_slice(many),
+        }
         op.num_sge = scatter.len();
     } else {
         for (s, g) in op.sges.iter_mut().zip(spec.gather) {

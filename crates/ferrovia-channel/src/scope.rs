@@ -124,8 +124,11 @@ impl<'env> WorkDone<'env> {
 
     /// The first buffer as a scatter element (see
     /// [`WorkDone::into_scatters`]).
+    #[inline]
     pub fn into_scatter(self) -> Option<Scatter<'env>> {
-        self.into_scatters().next()
+        // Buffers fill the array from the front.
+        let [first, ..] = self.bufs;
+        first
     }
 }
 

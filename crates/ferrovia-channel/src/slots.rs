@@ -226,8 +226,11 @@ impl Slots {
         m.owned = false;
         m.piece = false;
         let epoch = m.epoch;
-        if !bufs.is_empty() {
-            self.bufs[index as usize][..bufs.len()].copy_from_slice(bufs);
+        // One element (an atomic's result, most reads) without a memcpy call.
+        match bufs {
+            [] => {}
+            [one] => self.bufs[index as usize][0] = *one,
+            many => self.bufs[index as usize][..many.len()].copy_from_slice(many),
         }
         match queue {
             Queue::Send => {
@@ -345,6 +348,34 @@ impl Slots {
         self.finish(index, c);
     }
 
+    /// Records the completion `c` of the send just posted in slot `index`
+    /// (the transport finished it in the call) when it is its peer's only
+    /// outstanding send and a fresh scope request (no handle dropped, not
+    /// owned, not a piece): what `route` would do, without its search.
+    /// False (nothing changed) otherwise: then `route` it.
+    #[inline]
+    pub(crate) fn complete_sole(&mut self, index: u32, c: &Completion) -> bool {
+        let m = self.meta[index as usize];
+        let peer = m.peer as usize;
+        if c.status != WcStatus::SUCCESS
+            || c.wr_id != wr_id(index, m.epoch)
+            || m.queue != Queue::Send
+            || m.detached
+            || m.owned
+            || m.piece
+            || self.outstanding_send[peer] != 1
+        {
+            return false;
+        }
+        self.send_rings[peer].pop_front();
+        self.outstanding_send[peer] = 0;
+        self.meta[index as usize].state = State::Done;
+        let done = &mut self.done[index as usize];
+        *done = *c;
+        done.peer = Some(peer as u32);
+        true
+    }
+
     /// An unsignalled send completed by a later signalled one: a success.
     /// Most are list requests without a handle, freed at once (nobody
     /// reads their completion).
@@ -444,7 +475,8 @@ impl Slots {
             Some(State::Done) => {
                 let nbufs = self.meta[index as usize].nbufs as usize;
                 if nbufs > 0 {
-                    out.bufs[..nbufs].copy_from_slice(&self.bufs[index as usize][..nbufs]);
+                    // The whole (small, fixed) array: no memcpy call.
+                    out.bufs = self.bufs[index as usize];
                 }
                 out.nbufs = nbufs;
                 out.completion = self.done[index as usize];

@@ -36,11 +36,13 @@ impl AccessFlags {
 
     /// Flags from a raw mask (as read from the wire); unknown bits are
     /// kept, and grant nothing this crate checks.
+    #[inline]
     pub fn from_bits(bits: u32) -> AccessFlags {
         AccessFlags(bits)
     }
 
     /// Whether every right in `other` is granted.
+    #[inline]
     pub fn contains(self, other: AccessFlags) -> bool {
         self.0 & other.0 == other.0
     }

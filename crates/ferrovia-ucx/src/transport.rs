@@ -121,6 +121,7 @@ impl UcxTransport {
         self.check_alive()
     }
 
+    #[inline]
     fn check_alive(&self) -> TransportResult<()> {
         if self.shared.alive.load(SeqCst) {
             Ok(())
@@ -236,6 +237,15 @@ unsafe impl Transport for UcxTransport {
         ops: &[SendOp],
         out: &mut [Completion],
     ) -> TransportResult<usize> {
+        // One op the direct lane takes: done here, nothing else touched.
+        if let ([op], [slot, ..]) = (ops, &mut *out)
+            && self.shared.alive.load(Relaxed)
+            && !local_addr::rebased(op.sges())
+            && let Some(Some(n)) =
+                engine::with_engine(&self.engine, &self.shared, |e| e.lane_one(peer, op, slot))
+        {
+            return Ok(n);
+        }
         if local_addr::any_rebased(ops) {
             // SAFETY: the caller's contract is `post_send`'s.
             return unsafe { self.post_send(peer, ops) }.map(|()| 0);

@@ -136,6 +136,47 @@ impl Engine {
         n
     }
 
+    /// One op to `peer` on the lane, its completion (if signalled) into
+    /// `out`: how many completions it wrote, or `None` (nothing done) when
+    /// the lane cannot take it or anything waits before it (then the
+    /// general path posts it). The common case of a single post, kept
+    /// apart from [`Engine::post_and_take`] so it stays small.
+    #[inline]
+    pub(crate) fn lane_one(
+        &mut self,
+        peer: usize,
+        op: &SendOp,
+        out: &mut Completion,
+    ) -> Option<usize> {
+        if !self.map_keys
+            || !self.ready.is_empty()
+            || !self.shared.done.is_empty()
+            || !self.shared.cmds.is_empty()
+        {
+            return None;
+        }
+        let p = self.peers.get_mut(peer)?;
+        if !p.queue.is_empty() || p.failed.is_some() || !Self::direct_one(p, op) {
+            return None;
+        }
+        self.stats.mapped_accesses += 1;
+        self.stats.direct_posts += 1;
+        self.direct_since_turn = self.direct_since_turn.wrapping_add(1);
+        let n = if op.signaled {
+            *out = send_completion(op.wr_id, Status::OK);
+            1
+        } else {
+            0
+        };
+        if self.direct_since_turn >= TURN_EVERY {
+            self.turn();
+            if self.shared.events.armed() {
+                self.publish();
+            }
+        }
+        Some(n)
+    }
+
     /// Takes a turn of the worker if the lane has gone [`TURN_EVERY`] ops
     /// without one.
     #[inline]
