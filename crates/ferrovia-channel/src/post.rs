@@ -406,12 +406,19 @@ fn fill_op(
 fn scatter_parts(s: &Scatters<'_>) -> ([Sge; MAX_ELEMENTS], [RawBuf; MAX_ELEMENTS]) {
     let mut sges = [Sge::default(); MAX_ELEMENTS];
     let mut bufs = [RawBuf::default(); MAX_ELEMENTS];
-    for (i, e) in s.items.iter().flatten().enumerate() {
-        sges[i] = e.sge;
-        bufs[i] = RawBuf {
-            ptr: e.ptr,
-            sge: e.sge,
-        };
+    // `collect` fills the items from the front: the first `len` are set.
+    for ((item, sge), buf) in s.items[..s.len.min(MAX_ELEMENTS)]
+        .iter()
+        .zip(&mut sges)
+        .zip(&mut bufs)
+    {
+        if let Some(e) = item {
+            *sge = e.sge;
+            *buf = RawBuf {
+                ptr: e.ptr,
+                sge: e.sge,
+            };
+        }
     }
     (sges, bufs)
 }
