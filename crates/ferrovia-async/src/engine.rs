@@ -51,8 +51,9 @@ pub(crate) trait Engine: Send + Sync {
     fn with_core(&self, f: &mut dyn FnMut(&ChannelCore));
     /// Gives up on a request (its future was dropped); never blocks.
     fn abandon(&self, t: OwnedTicket);
-    /// Whether futures poll the transport themselves.
-    fn busy_poll(&self) -> bool;
+    /// How often a future polls the transport itself each time it is
+    /// polled, before it leaves the rest to the reactor.
+    fn own_looks(&self) -> usize;
     /// The reactor's turn: routes what completed (waking futures), flushes
     /// the peers of overdue abandoned requests. Returns how many completed
     /// and when the next abandoned request is due.
@@ -146,8 +147,15 @@ impl<T: Target> Engine for Inner<T> {
         }
     }
 
-    fn busy_poll(&self) -> bool {
-        self.cfg.wake == Wake::BusyPoll
+    fn own_looks(&self) -> usize {
+        match self.cfg.wake {
+            Wake::BusyPoll => crate::op::BUSY_LOOKS,
+            // A short exchange's answer is caught by the future itself,
+            // without a trip through the reactor task (a task switch and
+            // a wake-up per message).
+            Wake::Kernel { spin } if !spin.is_zero() => crate::op::KERNEL_LOOKS,
+            Wake::Kernel { .. } => 1,
+        }
     }
 
     fn turn(&self) -> (usize, Option<Duration>) {

@@ -20,6 +20,10 @@ use crate::error::Failed;
 /// How often a busy-polling operation polls the transport per poll of
 /// its future before it lets other tasks run.
 pub(crate) const BUSY_LOOKS: usize = 64;
+/// The same with the default wake-up ([`Wake::Kernel`](crate::Wake) with a
+/// spin): enough to catch a same-host peer's answer (a few hundred ns)
+/// without holding the runtime's thread much longer than one look.
+pub(crate) const KERNEL_LOOKS: usize = 8;
 
 /// What an [`Op`] resolves to.
 pub type OpResult<B> = Result<Done<B>, Failed<B>>;
@@ -177,7 +181,7 @@ impl<B: OpBuffer> Future for Op<B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpResult<B>> {
         let this = self.get_mut();
-        let busy = this.engine.busy_poll();
+        let looks = this.engine.own_looks();
         let state = std::mem::replace(&mut this.state, State::Finished);
         let (next, out) = with(&*this.engine, |core| {
             let ticket = match state {
@@ -194,7 +198,7 @@ impl<B: OpBuffer> Future for Op<B> {
             // other tasks (the reactor among them) run; not before the
             // first look, which finds what was routed already.
             let mut ticket = ticket;
-            for look in 0..if busy { BUSY_LOOKS } else { 1 } {
+            for look in 0..looks {
                 if look > 0 {
                     let _ = core.progress();
                 }

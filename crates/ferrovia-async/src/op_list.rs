@@ -15,7 +15,7 @@ use ferrovia_channel::{OwnedBuf, TransportError};
 
 use crate::buffer::OpBuffer;
 use crate::engine::{Engine, with};
-use crate::op::{BUSY_LOOKS, OpResult, done_or_failed};
+use crate::op::{OpResult, done_or_failed};
 
 /// Operations posted together (see [`Async::write_list`](crate::Async::write_list)):
 /// a future of every one's result, in order, each holding its buffer.
@@ -128,10 +128,10 @@ impl<B: OpBuffer> Future for OpList<B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let busy = this.engine.busy_poll();
+        let looks = this.engine.own_looks();
         let items = &mut this.items;
         let ready = with(&*this.engine, |core| {
-            for look in 0..if busy { BUSY_LOOKS } else { 1 } {
+            for look in 0..looks {
                 if look > 0 {
                     let _ = core.progress();
                 }

@@ -157,7 +157,10 @@ async fn dropped_and_forgotten_reads_never_hit_reused_memory(tls: &str) {
             _ => {
                 let mut op = Box::pin(op);
                 for _ in 0..rng.below(3) {
-                    let _ = futures_poll_once(op.as_mut()).await;
+                    if futures_poll_once(op.as_mut()).await {
+                        completed += 1;
+                        break;
+                    }
                 }
                 drop(op);
             }
@@ -196,13 +199,14 @@ async fn dropped_and_forgotten_reads_never_hit_reused_memory(tls: &str) {
 }
 
 /// Polls `f` once, whatever it returns.
-async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) {
+/// Polls `f` once; whether it finished (a finished future is not polled
+/// again).
+async fn futures_poll_once<F: std::future::Future + Unpin>(f: F) -> bool {
     let mut f = f;
     std::future::poll_fn(|cx| {
-        let _ = std::pin::Pin::new(&mut f).poll(cx);
-        std::task::Poll::Ready(())
+        std::task::Poll::Ready(std::pin::Pin::new(&mut f).poll(cx).is_ready())
     })
-    .await;
+    .await
 }
 
 /// Thousands of writes and sends in flight at once, more than the queues
