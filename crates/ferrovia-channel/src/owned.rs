@@ -321,6 +321,7 @@ impl ChannelCore {
                     self.transport.post_recv(peer, std::slice::from_ref(&rop))
                 }
             }
+            .map(|()| false)
         } else {
             let scatter = if spec.kind.writes_locally() {
                 std::slice::from_ref(&sge)
@@ -335,10 +336,23 @@ impl ChannelCore {
             // through an `Arc`, which hands out only shared references, so
             // it is changed meanwhile only by atomic stores to `Shared`
             // memory, as the contract allows.
-            unsafe { self.transport.post_send(peer, std::slice::from_ref(&sop)) }
+            // What finished in the call (this op among it) is routed at
+            // once: its future's first look finds it.
+            let posted = unsafe {
+                self.transport
+                    .post_send_and_poll(peer, std::slice::from_ref(&sop), &mut st.batch)
+            };
+            posted.map(|n| st.route_posted(n))
         };
         match posted {
-            Ok(()) => Ok(OwnedTicket { index, epoch }),
+            Ok(wake) => {
+                if wake {
+                    // Wakers routing made due, once the state is let go.
+                    drop(st);
+                    self.wake_routed();
+                }
+                Ok(OwnedTicket { index, epoch })
+            }
             Err(e) => {
                 let buf = st.slots.owned.take(index);
                 st.slots.meta[index as usize].owned = false;

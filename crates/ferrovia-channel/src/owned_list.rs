@@ -138,9 +138,21 @@ impl ChannelCore {
         // reports the op (or a later signalled op of this peer, which
         // completes it), as for a single owned post (`try_post_owned`);
         // the same buffer kinds are accepted, by the same checks.
-        let posted = unsafe { self.transport.post_send(c.peer, &c.ops[..n]) };
-        let Err(e) = posted else {
-            return;
+        let posted = unsafe {
+            self.transport
+                .post_send_and_poll(c.peer, &c.ops[..n], &mut st.batch)
+        };
+        let e = match posted {
+            Ok(taken) => {
+                // What finished in the call is routed at once; wakers it
+                // made due, once the state is let go.
+                if st.route_posted(taken) {
+                    drop(st);
+                    self.wake_routed();
+                }
+                return;
+            }
+            Err(e) => e,
         };
         let mut first = Some(e);
         for (op, &at) in c.ops[..n].iter().zip(&c.at[..n]) {
