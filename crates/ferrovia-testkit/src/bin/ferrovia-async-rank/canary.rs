@@ -89,11 +89,21 @@ pub(crate) async fn run(
             _ => {
                 let mut op = Box::pin(op);
                 for _ in 0..rng.below(3) {
-                    std::future::poll_fn(|cx| {
-                        let _ = op.as_mut().poll(cx);
-                        std::task::Poll::Ready(())
+                    // A finished future is not polled again.
+                    let finished = std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(match op.as_mut().poll(cx) {
+                            std::task::Poll::Ready(r) => Some(r),
+                            std::task::Poll::Pending => None,
+                        })
                     })
                     .await;
+                    if let Some(r) = finished {
+                        if r?.bytes() != pattern(SIZE, to as u64) {
+                            return Err("a polled read brought other bytes".into());
+                        }
+                        awaited += 1;
+                        break;
+                    }
                 }
                 drop(op);
             }
