@@ -23,6 +23,15 @@ pub(crate) struct SendSpec<'a, 'env> {
     pub(crate) operands: (u64, u64),
 }
 
+/// What posting one request gave its handle.
+pub(crate) enum Posted {
+    /// Outstanding, in the slot of this ticket.
+    Pending(Ticket),
+    /// Finished inside the post, successfully (the ticket names the slot
+    /// it had, now free): its peer.
+    Done(Ticket, u32),
+}
+
 /// A request that posts to the send queue: sends and writes, in lists.
 pub(crate) trait AsSpec<'env> {
     fn spec(&self) -> SendSpec<'_, 'env>;
@@ -162,10 +171,11 @@ impl ChannelCore {
         spec: &SendSpec<'_, '_>,
         bufs: &[RawBuf],
         scatter: &[Sge],
-    ) -> TransportResult<Ticket> {
+    ) -> TransportResult<Posted> {
         let mut guard = self.reserve(peer, Queue::Send, 1)?;
         let st = &mut *guard;
-        let (index, epoch) = st.slots.alloc(peer, Queue::Send, bufs, false);
+        // Its hand-back buffers go to the slot only if it stays outstanding.
+        let (index, epoch) = st.slots.alloc(peer, Queue::Send, &[], false);
         // Built in place, in the engine's own op array: no copy of an
         // empty op first.
         let op = &mut st.ops[0];
@@ -190,20 +200,26 @@ impl ChannelCore {
             self.transport
                 .post_send_and_poll(peer, std::slice::from_ref(op), &mut st.batch)
         };
-        let wake = match posted {
-            // Done in the call and alone: recorded without routing.
-            Ok(1) if st.slots.complete_sole(index, &st.batch[0]) => false,
-            Ok(n) => st.route_posted(n),
+        let n = match posted {
+            Ok(n) => n,
             Err(e) => {
                 st.slots.unpost(index);
                 return Err(e);
             }
         };
+        let ticket = Ticket { index, epoch };
+        // Done in the call and alone on its peer: settled at once, its slot
+        // free again; the handle keeps the completion.
+        if n == 1 && bufs.len() <= 1 && st.slots.settle_sole(index, &st.batch[0]) {
+            return Ok(Posted::Done(ticket, peer as u32));
+        }
+        st.slots.set_bufs(index, bufs);
+        let wake = st.route_posted(n);
         drop(guard);
         if wake {
             self.wake_routed();
         }
-        Ok(Ticket { index, epoch })
+        Ok(Posted::Pending(ticket))
     }
 
     /// Posts sends or writes to one peer as a list: one doorbell per chunk

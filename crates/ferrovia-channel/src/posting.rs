@@ -16,8 +16,8 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: SendWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
-        let t = self.core().post_send(peer, &wr.spec(), &[], &[])?;
-        Ok(self.handle(t))
+        let p = self.core().post_send(peer, &wr.spec(), &[], &[])?;
+        Ok(self.posted(p, &[]))
     }
 
     pub(crate) fn write_to(
@@ -25,8 +25,8 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
         peer: usize,
         wr: WriteWorkRequest<'_, 'env>,
     ) -> TransportResult<ScopedPendingWork<'scope, 'env>> {
-        let t = self.core().post_send(peer, &wr.spec(), &[], &[])?;
-        Ok(self.handle(t))
+        let p = self.core().post_send(peer, &wr.spec(), &[], &[])?;
+        Ok(self.posted(p, &[]))
     }
 
     pub(crate) fn receive_from(
@@ -61,8 +61,8 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
             imm: None,
             operands: (0, 0),
         };
-        let t = self.core().post_send(peer, &spec, &bufs[..n], &sges[..n])?;
-        Ok(self.handle(t))
+        let p = self.core().post_send(peer, &spec, &bufs[..n], &sges[..n])?;
+        Ok(self.posted(p, &bufs[..n]))
     }
 
     pub(crate) fn atomic_to(
@@ -89,8 +89,8 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
             ptr: wr.result.ptr,
             sge,
         };
-        let t = self.core().post_send(peer, &spec, &[buf], &[sge])?;
-        Ok(self.handle(t))
+        let p = self.core().post_send(peer, &spec, &[buf], &[sge])?;
+        Ok(self.posted(p, &[buf]))
     }
 
     /// Posts sends or writes to one peer as one list (see

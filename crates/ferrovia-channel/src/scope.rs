@@ -11,8 +11,9 @@ use crate::core::{ChannelCore, Ticket};
 use crate::element::Scatter;
 use crate::error::{ScopeError, TransportError, TransportResult};
 use crate::op::Completion;
+use crate::post::Posted;
 use crate::request::MAX_ELEMENTS;
-use crate::slots::Landing;
+use crate::slots::{Landing, RawBuf};
 
 /// Something a [`PollingScope`] can post through: [`Channel`](crate::Channel),
 /// [`MultiChannel`](crate::MultiChannel), or a type built on a
@@ -52,9 +53,22 @@ pub struct ScopedPendingWork<'scope, 'env> {
     ticket: Ticket,
     timeout: Duration,
     done: bool,
+    /// A request the transport finished inside its post, successfully:
+    /// its slot is free already, and the handle hands back its completion
+    /// (rebuilt from the ticket and this) without looking at the engine.
+    early: Option<Early>,
     _scope: PhantomData<&'scope mut &'scope ()>,
     /// What a completed receive or read hands back is borrowed for `'env`.
     _env: PhantomData<&'env mut [u8]>,
+}
+
+/// What a handle keeps of a request finished inside its post: its peer
+/// and its one hand-back buffer, if any (a request with more stays in its
+/// slot). Small, so handles stay cheap to move.
+#[derive(Clone, Copy)]
+struct Early {
+    peer: u32,
+    buf: Option<RawBuf>,
 }
 
 /// A completed request: its completion, and for receives and reads the
@@ -139,6 +153,7 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
             ticket,
             timeout: core.cfg.op_timeout,
             done: false,
+            early: None,
             _scope: PhantomData,
             _env: PhantomData,
         }
@@ -155,6 +170,9 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
         if self.done {
             return Err(TransportError::Config("this work was already taken".into()));
         }
+        if let Some(early) = self.early.take() {
+            return Ok(Some(self.finish_early(early)));
+        }
         let mut landing = Landing::new();
         if !self.core.try_take(self.ticket, true, &mut landing)? {
             return Ok(None);
@@ -165,6 +183,9 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
     /// Busy-polls until the request completes (lowest latency), up to the
     /// channel's operation timeout.
     pub fn spin_poll(mut self) -> TransportResult<WorkDone<'env>> {
+        if let Some(early) = self.early.take() {
+            return Ok(self.finish_early(early));
+        }
         let mut landing = Landing::new();
         self.core
             .wait_for(self.ticket, self.timeout, true, &mut landing)?;
@@ -174,10 +195,35 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
     /// Sleeps on the completion channel until the request completes or
     /// `timeout` passes.
     pub fn wait(mut self, timeout: Duration) -> TransportResult<WorkDone<'env>> {
+        if let Some(early) = self.early.take() {
+            return Ok(self.finish_early(early));
+        }
         let mut landing = Landing::new();
         self.core
             .wait_for(self.ticket, timeout, false, &mut landing)?;
         self.finish(&landing)
+    }
+
+    /// The work of a request finished inside its post.
+    #[inline]
+    fn finish_early(&mut self, early: Early) -> WorkDone<'env> {
+        self.done = true;
+        let mut bufs: [Option<Scatter<'env>>; MAX_ELEMENTS] = Default::default();
+        // SAFETY: as in `finish`: the buffer was a `Scatter<'env>` moved into
+        // the request, which completed inside its post (the transport no
+        // longer touches it), and the handle's copy was taken out of it
+        // (`Option::take`), so it is handed back exactly once.
+        bufs[0] = early
+            .buf
+            .map(|b| unsafe { Scatter::from_raw(b.ptr, b.sge) });
+        WorkDone {
+            completion: Completion {
+                wr_id: self.ticket.wr_id(),
+                peer: Some(early.peer),
+                ..Completion::default()
+            },
+            bufs,
+        }
     }
 
     fn finish(&mut self, landing: &Landing) -> TransportResult<WorkDone<'env>> {
@@ -190,8 +236,9 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
         for (out, b) in bufs.iter_mut().zip(&landing.bufs[..landing.nbufs]) {
             // SAFETY: `b` was a `Scatter<'env>` (an `&'env mut [u8]` and its
             // key) moved into the request; the request has completed, so the
-            // device no longer writes it, and its slot was released, so it
-            // is handed back exactly once.
+            // device no longer writes it, and its slot was released (or, for
+            // a request finished inside its post, the handle's own copy
+            // taken out of it), so it is handed back exactly once.
             *out = Some(unsafe { Scatter::from_raw(b.ptr, b.sge) });
         }
         Ok(WorkDone {
@@ -203,7 +250,14 @@ impl<'scope, 'env> ScopedPendingWork<'scope, 'env> {
 
 impl Drop for ScopedPendingWork<'_, '_> {
     fn drop(&mut self) {
-        if !self.done {
+        if self.done {
+            return;
+        }
+        if self.early.is_some() {
+            // Finished and released already: only counted, as a dropped
+            // handle of a completed request is (a manual scope reports it).
+            self.core.state().slots.dropped_unpolled += 1;
+        } else {
             self.core.detach(self.ticket);
         }
     }
@@ -228,6 +282,24 @@ impl<'scope, 'env, C: ScopeTarget + ?Sized> PollingScope<'scope, 'env, C> {
 
     pub(crate) fn handle(&self, t: Ticket) -> ScopedPendingWork<'scope, 'env> {
         ScopedPendingWork::new(self.core(), t)
+    }
+
+    /// The handle of a posted request; `bufs` are what it hands back (a
+    /// read's or an atomic's buffers), kept by the handle itself when the
+    /// request finished inside its post.
+    #[inline]
+    pub(crate) fn posted(&self, p: Posted, bufs: &[RawBuf]) -> ScopedPendingWork<'scope, 'env> {
+        match p {
+            Posted::Pending(t) => self.handle(t),
+            Posted::Done(t, peer) => {
+                let mut h = self.handle(t);
+                h.early = Some(Early {
+                    peer,
+                    buf: bufs.first().copied(),
+                });
+                h
+            }
+        }
     }
 
     /// Polls the completion queue once, routing what arrived to its

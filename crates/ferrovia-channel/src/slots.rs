@@ -76,7 +76,8 @@ pub(crate) struct Meta {
 /// Where a handle's completion lands when it is taken: the completion,
 /// and the hand-back buffers of a receive or read (the first `nbufs`).
 /// It lives in the waiting handle's frame and is written once, by
-/// [`Slots::take`], rather than returned through every layer.
+/// [`Slots::take`], rather than returned through every layer; a request
+/// finished inside its post keeps one in its handle.
 pub(crate) struct Landing {
     pub(crate) completion: Completion,
     pub(crate) nbufs: usize,
@@ -348,13 +349,15 @@ impl Slots {
         self.finish(index, c);
     }
 
-    /// Records the completion `c` of the send just posted in slot `index`
-    /// (the transport finished it in the call) when it is its peer's only
-    /// outstanding send and a fresh scope request (no handle dropped, not
-    /// owned, not a piece): what `route` would do, without its search.
-    /// False (nothing changed) otherwise: then `route` it.
+    /// Settles the send just posted in slot `index` when the transport
+    /// finished it inside the call (`c`, a plain success: no length, no
+    /// immediate) and it is its peer's only outstanding send, a fresh scope
+    /// request (no handle dropped, not owned, not a piece): its slot is
+    /// released at once (true), and its handle rebuilds the completion
+    /// from its wr_id and peer. False (nothing changed) otherwise: then
+    /// `route` it.
     #[inline]
-    pub(crate) fn complete_sole(&mut self, index: u32, c: &Completion) -> bool {
+    pub(crate) fn settle_sole(&mut self, index: u32, c: &Completion) -> bool {
         let m = self.meta[index as usize];
         let peer = m.peer as usize;
         if c.status != WcStatus::SUCCESS
@@ -364,16 +367,29 @@ impl Slots {
             || m.owned
             || m.piece
             || self.outstanding_send[peer] != 1
+            || c.byte_len != 0
+            || c.imm.is_some()
         {
             return false;
         }
         self.send_rings[peer].pop_front();
         self.outstanding_send[peer] = 0;
-        self.meta[index as usize].state = State::Done;
-        let done = &mut self.done[index as usize];
-        *done = *c;
-        done.peer = Some(peer as u32);
+        let m = &mut self.meta[index as usize];
+        m.state = State::Free;
+        m.nbufs = 0;
+        self.free.push(index);
         true
+    }
+
+    /// Sets the hand-back buffers of slot `index` (allocated without them).
+    #[inline]
+    pub(crate) fn set_bufs(&mut self, index: u32, bufs: &[RawBuf]) {
+        match bufs {
+            [] => {}
+            [one] => self.bufs[index as usize][0] = *one,
+            many => self.bufs[index as usize][..many.len()].copy_from_slice(many),
+        }
+        self.meta[index as usize].nbufs = bufs.len() as u8;
     }
 
     /// An unsignalled send completed by a later signalled one: a success.

@@ -89,32 +89,35 @@ fn taking_a_completion_releases_the_slot_once() {
 }
 
 #[test]
-fn a_send_done_in_the_post_is_recorded_only_when_alone() {
+fn a_send_done_in_the_post_is_settled_only_when_alone() {
     let mut s = Slots::new(&[4, 4], &[4, 4], 0);
     let ok = |(i, g): (u32, u32)| Completion {
         wr_id: wr_id(i, g),
         ..Default::default()
     };
-    // Alone on its peer: done, with its peer, and nothing left outstanding.
+    let free = s.free_count();
+    // Alone on its peer: settled, its slot free again and
+    // nothing left outstanding.
     let a = s.alloc(1, Queue::Send, &[], false);
-    assert!(s.complete_sole(a.0, &ok(a)));
-    assert_eq!(done(&s, a).unwrap().peer, Some(1));
+    assert!(s.settle_sole(a.0, &ok(a)));
+    assert_eq!(s.state(a.0, a.1), None, "released");
+    assert_eq!(s.free_count(), free);
     assert_eq!(s.outstanding_send, vec![0, 0]);
     // Behind an earlier send of the same peer: left to `route`, which
     // completes that one too.
     let b = s.alloc(0, Queue::Send, &[], false);
     let c = s.alloc(0, Queue::Send, &[], false);
-    assert!(!s.complete_sole(c.0, &ok(c)));
-    assert!(done(&s, c).is_none(), "nothing changed");
+    assert!(!s.settle_sole(c.0, &ok(c)));
+    assert_eq!(s.state(c.0, c.1), Some(State::Pending), "nothing changed");
     // Not its completion, a failure, or a dropped handle: refused too.
     let d = s.alloc(1, Queue::Send, &[], false);
-    assert!(!s.complete_sole(d.0, &ok(b)));
+    assert!(!s.settle_sole(d.0, &ok(b)));
     let failed = Completion {
         status: WcStatus::REM_ACCESS_ERR,
         ..ok(d)
     };
-    assert!(!s.complete_sole(d.0, &failed));
+    assert!(!s.settle_sole(d.0, &failed));
     s.detach(d.0, d.1);
-    assert!(!s.complete_sole(d.0, &ok(d)));
+    assert!(!s.settle_sole(d.0, &ok(d)));
     assert_eq!(s.outstanding_send, vec![2, 1]);
 }
