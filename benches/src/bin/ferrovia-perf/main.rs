@@ -83,15 +83,16 @@ fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
 }
 
 /// One QP's run of every size: the client's measurements.
-fn bandwidth_qp(args: &Args, qp: usize) -> Result<Vec<Option<bandwidth::Measured>>, NodeError> {
-    let mut node = connect(args, qp)?;
+fn bandwidth_qp(args: &Args, qp: usize) -> Result<Vec<Option<bandwidth::Measured>>, String> {
+    let mut node = connect(args, qp).map_err(|e| format!("connecting QP {qp}: {e}"))?;
+    let role = if node.rank() == 0 { "server" } else { "client" };
     args.sizes
         .iter()
-        .map(|&size| bandwidth::run(&mut node, size, args))
+        .map(|&size| bandwidth::run(&mut node, size, args).map_err(|e| during(args, size, role, e)))
         .collect()
 }
 
-fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
+fn run_bandwidth(args: &Args) -> Result<(), String> {
     let results: Vec<Vec<Option<bandwidth::Measured>>> = if args.qps == 1 {
         vec![bandwidth_qp(args, 0)?]
     } else {
@@ -102,14 +103,10 @@ fn run_bandwidth(args: &Args) -> Result<(), NodeError> {
             threads
                 .into_iter()
                 .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(
-                            ferrovia::BootstrapError::Protocol("a QP thread panicked".into())
-                                .into(),
-                        )
-                    })
+                    h.join()
+                        .unwrap_or_else(|_| Err("a QP thread panicked".to_string()))
                 })
-                .collect::<Result<Vec<_>, NodeError>>()
+                .collect::<Result<Vec<_>, String>>()
         })?
     };
     if args.server.is_none() {
@@ -156,8 +153,17 @@ fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 bench.describe()
             ));
             let mut rows = Vec::new();
+            let role = if bench.rank() == 0 {
+                "server"
+            } else {
+                "client"
+            };
             for &size in &args.sizes {
-                rows.push((size, bench.bandwidth(size, args).await?));
+                let m = bench
+                    .bandwidth(size, args)
+                    .await
+                    .map_err(|e| during(args, size, role, e))?;
+                rows.push((size, m));
             }
             if bench.rank() == 1 {
                 report::bw_header();
@@ -185,11 +191,20 @@ fn run_async(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             &args.sizes
         };
         for &size in sizes {
-            let times = bench.latency(size.max(1), args).await?;
+            let times = bench
+                .latency(size.max(1), args)
+                .await
+                .map_err(|e| during(args, size, role, e))?;
             report::lat_row(if args.test == "barrier" { 0 } else { size }, times);
         }
         Ok(())
     })
+}
+
+/// An error with what the run was doing: every wait has a deadline, and
+/// one that expires says which test, size and side it stopped.
+fn during(args: &Args, size: usize, role: &str, e: impl std::fmt::Display) -> String {
+    format!("{} at {size} B ({role}): {e}", args.test)
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -215,7 +230,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         &args.sizes
     };
     for &size in sizes {
-        let times = latency::run(&mut node, size.max(1), args)?;
+        let times =
+            latency::run(&mut node, size.max(1), args).map_err(|e| during(args, size, role, e))?;
         report::lat_row(size, times);
     }
     Ok(())
