@@ -9,6 +9,7 @@ mod code_map;
 mod ffi_tree;
 mod files;
 mod never_edges;
+mod package_meta;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -185,4 +186,30 @@ fn no_crate_depends_where_the_architecture_says_never() {
         &packages,
         &crate::layering::edges(&metadata),
     ));
+}
+
+#[test]
+fn published_crates_carry_their_package_metadata() {
+    let manifests: Vec<package_meta::Manifest> = metadata()
+        .workspace_packages()
+        .iter()
+        .map(|p| {
+            let dir = p.manifest_path.parent().unwrap();
+            package_meta::Manifest {
+                name: p.name.to_string(),
+                publish: p.publish.clone(),
+                description: p.description.clone(),
+                readme: p.readme.as_ref().map(|r| dir.join(r).is_file()),
+                keywords: p.keywords.clone(),
+                categories: p.categories.clone(),
+                documentation: p.documentation.clone(),
+                homepage: p.homepage.clone(),
+                repository: p.repository.clone(),
+                docs_rs: p.metadata["docs"]["rs"].is_object(),
+                rust_version: p.rust_version.is_some(),
+            }
+        })
+        .collect();
+    assert!(manifests.len() > crate::workspace::UNPUBLISHED.len());
+    report(&package_meta::gaps(&manifests));
 }
