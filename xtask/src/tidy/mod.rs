@@ -8,6 +8,7 @@
 mod code_map;
 mod ffi_tree;
 mod files;
+mod links;
 mod never_edges;
 mod package_meta;
 mod unsafe_code;
@@ -212,4 +213,36 @@ fn published_crates_carry_their_package_metadata() {
         .collect();
     assert!(manifests.len() > crate::workspace::UNPUBLISHED.len());
     report(&package_meta::gaps(&manifests));
+}
+
+#[test]
+fn every_link_of_the_documents_leads_somewhere() {
+    let root = workspace::root();
+    let mut docs = vec!["README.md".to_string(), "CHANGELOG.md".to_string()];
+    for dir in ["docs", "ci"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".md") {
+                docs.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    for package in metadata().workspace_packages() {
+        let readme = package.manifest_path.parent().unwrap().join("README.md");
+        if readme.is_file() {
+            docs.push(readme.strip_prefix(&root).unwrap().to_string());
+        }
+    }
+    let read = |p: &Path| -> Option<String> {
+        if p.is_dir() {
+            Some(String::new())
+        } else {
+            std::fs::read_to_string(p).ok()
+        }
+    };
+    let bad: Vec<String> = docs
+        .iter()
+        .flat_map(|d| links::broken(&root, d, &read))
+        .collect();
+    report(&bad);
 }
