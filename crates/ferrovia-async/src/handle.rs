@@ -87,7 +87,9 @@ impl<T: Target> Async<T> {
         let fd: Option<OwnedFd> = match core.event_fd().map(|fd| fd.try_clone_to_owned()) {
             Some(Ok(fd)) => Some(fd),
             Some(Err(e)) => {
-                log::warn!("ferrovia-async: cannot duplicate the event fd ({e}); polling instead");
+                tracing::warn!(
+                    "ferrovia-async: cannot duplicate the event fd ({e}); polling instead"
+                );
                 None
             }
             None => None,

@@ -199,7 +199,7 @@ impl ChannelCore {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
         self.state().broken[peer] = true;
-        log::warn!("flushing the connection to peer {peer}");
+        tracing::warn!("flushing the connection to peer {peer}");
         self.transport.flush(peer)
     }
 

@@ -461,11 +461,11 @@ impl ChannelCore {
             }
             st.broken[peer] = true;
             drop(st);
-            log::warn!(
+            tracing::warn!(
                 "a request given up on {older_than:?} ago is still outstanding: flushing the connection to peer {peer}"
             );
             if let Err(e) = self.transport.flush(peer) {
-                log::error!("flushing peer {peer}: {e}");
+                tracing::error!("flushing peer {peer}: {e}");
             }
         }
     }

@@ -126,7 +126,7 @@ impl ChannelCore {
         self.state().broken[peer] = true;
         if let Err(e) = self.transport.flush(peer) {
             // Its requests then stay outstanding: kept, and leaked at drop.
-            log::error!("flushing peer {peer}: {e}");
+            tracing::error!("flushing peer {peer}: {e}");
         }
     }
 
@@ -143,7 +143,7 @@ impl ChannelCore {
                 out.pool = held;
                 out.pool_silent = silent;
             }
-            Err(e) => log::error!("flushing the shared receive pool: {e}"),
+            Err(e) => tracing::error!("flushing the shared receive pool: {e}"),
         }
     }
 
@@ -155,7 +155,7 @@ impl ChannelCore {
         let start = Instant::now();
         let first = self.flush_inbound();
         if !first.is_empty() {
-            log::debug!(
+            tracing::debug!(
                 "engine dropped: flushed {} receive(s) and read(s) of peer(s) {:?} and {} pooled receive(s) at once",
                 first.inbound,
                 first.peers,
@@ -172,7 +172,7 @@ impl ChannelCore {
         if self.outstanding() > 0 {
             let rest = self.flush_remaining(&first);
             if rest.outbound > 0 {
-                log::warn!(
+                tracing::warn!(
                     "engine dropped with {} send(s), write(s) or atomic(s) outstanding after {deadline:?}: flushed peer(s) {:?}",
                     rest.outbound,
                     rest.peers
@@ -193,7 +193,7 @@ impl ChannelCore {
             self.release_silent_pool(Some(FLUSH_GRACE));
         }
         if self.outstanding() > 0 {
-            log::error!(
+            tracing::error!(
                 "{} request(s) never reported after their flush: leaking their buffers rather than freeing them under DMA",
                 self.outstanding()
             );

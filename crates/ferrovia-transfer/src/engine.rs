@@ -135,7 +135,7 @@ impl TransferBuilder {
         let here = numa::current_node();
         for (i, spec) in self.rails.iter().enumerate() {
             let rail = node.open_rail(i as u32, spec.clone(), self.timeout)?;
-            log::info!("transfer: rail {i}: {}", rail.describe());
+            tracing::info!("transfer: rail {i}: {}", rail.describe());
             names.push(rail.describe().to_string());
             let device_node = match spec {
                 RailSpec::Device(name) => numa::device_node(name),
@@ -355,7 +355,7 @@ impl TransferEngine {
             Err(ScopeError::Closure(e)) => Err(e),
             Err(ScopeError::Both { closure, drain }) => {
                 // The closure's error says what went wrong first.
-                log::warn!("transfer: after the scope's error, draining failed too: {drain}");
+                tracing::warn!("transfer: after the scope's error, draining failed too: {drain}");
                 Err(closure)
             }
             Err(ScopeError::Drain(d)) => Err(TransferError::Drain(d)),
