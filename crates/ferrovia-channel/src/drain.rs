@@ -109,7 +109,10 @@ impl ChannelCore {
         );
         for &p in &peers {
             tracing::warn!(peer = p, "flushing the connection (error state)");
-            self.state().broken[p] = true;
+            let mut st = self.state();
+            st.broken[p] = true;
+            st.counters.flushed(p);
+            drop(st);
             if let Err(e) = self.transport.flush(p) {
                 abort(&format!("cannot flush peer {p} ({e})"));
             }

@@ -41,6 +41,7 @@ mod builder;
 mod channel;
 mod config;
 mod core;
+mod counters;
 mod drain;
 mod element;
 mod error;
@@ -61,6 +62,7 @@ mod ring;
 mod scope;
 mod seam;
 mod slots;
+mod stats;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
@@ -77,6 +79,7 @@ pub use request::{
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,
 };
 pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone};
+pub use stats::{ChannelStats, LatencyHistogram, OpCounts, PeerStats};
 
 /// What a backend implements: the transport seam the core drives and the
 /// operations it posts through it (`ferrovia-verbs-transport`,

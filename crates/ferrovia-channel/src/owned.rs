@@ -314,13 +314,18 @@ impl ChannelCore {
             // (`check_owned`), so nothing else in this process can reach
             // it, and no peer may write it. A receive from the pool is the
             // same, but any peer's message may land in it.
-            unsafe {
+            let r = unsafe {
                 if queue == Queue::Shared {
                     self.transport.post_shared_recv(std::slice::from_ref(&rop))
                 } else {
                     self.transport.post_recv(peer, std::slice::from_ref(&rop))
                 }
+            };
+            if r.is_ok() {
+                st.counters
+                    .receive_posted((queue != Queue::Shared).then_some(peer));
             }
+            r
         } else {
             let scatter = if spec.kind.writes_locally() {
                 std::slice::from_ref(&sge)
@@ -335,7 +340,11 @@ impl ChannelCore {
             // through an `Arc`, which hands out only shared references, so
             // it is changed meanwhile only by atomic stores to `Shared`
             // memory, as the contract allows.
-            unsafe { self.transport.post_send(peer, std::slice::from_ref(&sop)) }
+            let r = unsafe { self.transport.post_send(peer, std::slice::from_ref(&sop)) };
+            if r.is_ok() {
+                st.counters.sent(peer, &sop);
+            }
+            r
         };
         match posted {
             Ok(()) => Ok(OwnedTicket { index, epoch }),
@@ -460,6 +469,7 @@ impl ChannelCore {
                 continue;
             }
             st.broken[peer] = true;
+            st.counters.flushed(peer);
             drop(st);
             tracing::warn!(
                 "a request given up on {older_than:?} ago is still outstanding: flushing the connection to peer {peer}"

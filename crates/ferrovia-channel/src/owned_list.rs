@@ -140,6 +140,7 @@ impl ChannelCore {
         // the same buffer kinds are accepted, by the same checks.
         let posted = unsafe { self.transport.post_send(c.peer, &c.ops[..n]) };
         let Err(e) = posted else {
+            st.counters.sent_all(c.peer, &c.ops[..n]);
             return;
         };
         let mut first = Some(e);

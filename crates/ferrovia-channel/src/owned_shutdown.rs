@@ -123,7 +123,10 @@ impl ChannelCore {
     }
 
     fn flush_for_owner(&self, peer: usize) {
-        self.state().broken[peer] = true;
+        let mut st = self.state();
+        st.broken[peer] = true;
+        st.counters.flushed(peer);
+        drop(st);
         if let Err(e) = self.transport.flush(peer) {
             // Its requests then stay outstanding: kept, and leaked at drop.
             tracing::error!("flushing peer {peer}: {e}");

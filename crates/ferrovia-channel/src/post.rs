@@ -190,6 +190,7 @@ impl ChannelCore {
             st.slots.unpost(index);
             return Err(e);
         }
+        st.counters.sent(peer, &st.ops[0]);
         Ok(Ticket { index, epoch })
     }
 
@@ -277,6 +278,7 @@ impl ChannelCore {
             }
             return Err(e);
         }
+        st.counters.sent_all(peer, &st.ops[..n]);
         Ok(())
     }
 
@@ -341,6 +343,8 @@ impl ChannelCore {
             st.slots.unpost(index);
             return Err(e);
         }
+        st.counters
+            .receive_posted((queue != Queue::Shared).then_some(peer));
         Ok(Ticket { index, epoch })
     }
 }
