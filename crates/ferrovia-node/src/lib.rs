@@ -47,6 +47,7 @@ mod error;
 mod node;
 mod rail;
 mod reconnect;
+mod stats;
 mod sync_region;
 
 pub use backend_name::{Backend, UnknownBackend};

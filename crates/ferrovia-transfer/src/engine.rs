@@ -263,6 +263,13 @@ impl TransferEngine {
         TransferBuilder::default().open(node)
     }
 
+    /// What each rail did with each peer until now: one
+    /// [`ChannelStats`](ferrovia_channel::ChannelStats) per rail (index =
+    /// rail), each with its peers by rank.
+    pub fn stats(&self) -> Vec<ferrovia_channel::ChannelStats> {
+        self.multi.stats().by_rail(self.state.rails)
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.state.rank
