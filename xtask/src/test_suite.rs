@@ -156,7 +156,7 @@ impl Steps {
 const FEATURE_SETS: &[(&str, &str)] = &[
     ("ferrovia", "ucx"),
     ("ferrovia", "verbs"),
-    ("ferrovia", "verbs,ucx,async,transfer"),
+    ("ferrovia", "verbs,ucx,async,transfer,metrics"),
     ("ferrovia-node", "ucx"),
     ("ferrovia-node", "verbs"),
     ("ferrovia-async", "ucx"),

@@ -35,6 +35,15 @@
 //!   scope's borrow, or owned); what a transfer layer posts.
 //! - [`Rails`]: several transports to the same peers (devices, UCX
 //!   workers) as one, so one core and one scope drive them all.
+//! - [`ChannelStats`]: what the engine did per peer (operations and bytes
+//!   by kind, completions by status, flushes, reconnects, sampled
+//!   latencies), from `stats()`; published through the `metrics` facade
+//!   with the feature of that name.
+//!
+//! # Features
+#![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod atomic;
 mod builder;
@@ -63,6 +72,8 @@ mod scope;
 mod seam;
 mod slots;
 mod stats;
+#[cfg(feature = "metrics")]
+mod stats_metrics;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;

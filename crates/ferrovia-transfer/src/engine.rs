@@ -270,6 +270,19 @@ impl TransferEngine {
         self.multi.stats().by_rail(self.state.rails)
     }
 
+    /// Publishes [`TransferEngine::stats`] through the `metrics` facade,
+    /// each rail's series labelled `rank` and `rail` (see
+    /// `ChannelStats::publish` for the names).
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        for (rail, s) in self.stats().iter().enumerate() {
+            s.publish(&[
+                ("rank", self.state.rank.to_string()),
+                ("rail", rail.to_string()),
+            ]);
+        }
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.state.rank
