@@ -91,18 +91,16 @@ impl ChannelCore {
         let max_inline = (0..peers).map(|p| transport.max_inline(p)).collect();
         let atomics = transport.atomics();
         let shared_depth = transport.shared_recv_depth();
-        let slots = Slots::new(&send_depth, &recv_depth, shared_depth);
-        let counters = Counters::new(peers, slots.meta.len());
         ChannelCore {
             atomics,
             shared_depth,
             state: RefCell::new(EngineState {
-                slots,
+                slots: Slots::new(&send_depth, &recv_depth, shared_depth),
                 broken: vec![false; peers],
                 shared_broken: false,
                 batch: [Completion::default(); BATCH],
                 ops: [EMPTY_OP; CHUNK],
-                counters,
+                counters: Counters::new(peers),
             }),
             scope_open: Cell::new(false),
             send_depth,

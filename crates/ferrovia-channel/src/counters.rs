@@ -13,9 +13,9 @@ use crate::op::{Completion, OpKind, SendOp};
 use crate::slots::Meta;
 
 /// One signalled send-queue request in this many has its latency
-/// measured: a clock read costs more than everything else the engine does
-/// for a request (~20 ns), so reading it for each would double the
-/// per-request cost. A power of two.
+/// measured (one at a time): a clock read costs about as much as
+/// everything else the engine does for a request (~20 ns of ~35), so
+/// reading two for each would double the per-request cost.
 pub(crate) const LATENCY_SAMPLE: u32 = 64;
 
 /// Kinds of operations, as the counters index them.
@@ -41,10 +41,13 @@ const SIGFIG: u8 = 2;
 pub(crate) struct PeerCounters {
     pub(crate) ops: [u64; KINDS],
     pub(crate) bytes: [u64; KINDS],
+    /// Completions by status; success, the common case, apart.
+    pub(crate) succeeded: u64,
     pub(crate) completions: [u64; STATUSES],
     pub(crate) flushes: u64,
     pub(crate) reconnects: u64,
-    /// Made on the first sample, so peers without traffic cost no memory.
+    /// Made on the first request to the peer (~25 KiB), so peers without
+    /// traffic cost no memory and steady-state posting allocates nothing.
     pub(crate) latency: Option<Box<Histogram<u64>>>,
 }
 
@@ -53,6 +56,7 @@ impl PeerCounters {
         PeerCounters {
             ops: [0; KINDS],
             bytes: [0; KINDS],
+            succeeded: 0,
             completions: [0; STATUSES],
             flushes: 0,
             reconnects: 0,
@@ -67,11 +71,12 @@ pub(crate) struct Counters {
     /// Receives posted to the shared pool (their peer is known only at
     /// completion).
     pub(crate) pool_receives: u64,
-    /// Signalled requests posted, for the sampling.
-    signalled: u32,
-    /// Per slot: when its sampled request was posted (ns since `base`,
-    /// plus one), 0 if it is not sampled.
-    sampled: Vec<u64>,
+    /// Signalled requests left until the next is sampled.
+    countdown: u32,
+    /// The slot of the request being timed (one at a time), or
+    /// `u32::MAX`; when it was posted, in ns since `base`.
+    sampled: u32,
+    sampled_at: u64,
     base: Instant,
 }
 
@@ -85,13 +90,14 @@ fn kind_index(kind: OpKind) -> usize {
 }
 
 impl Counters {
-    /// Counters for `peers` peers and an engine of `slots` slots.
-    pub(crate) fn new(peers: usize, slots: usize) -> Counters {
+    /// Counters for `peers` peers.
+    pub(crate) fn new(peers: usize) -> Counters {
         Counters {
             peers: vec![PeerCounters::new(); peers],
             pool_receives: 0,
-            signalled: 0,
-            sampled: vec![0; slots],
+            countdown: LATENCY_SAMPLE,
+            sampled: u32::MAX,
+            sampled_at: 0,
             base: Instant::now(),
         }
     }
@@ -101,16 +107,24 @@ impl Counters {
     /// and, one signalled request in [`LATENCY_SAMPLE`], the time.
     #[inline]
     pub(crate) fn sent(&mut self, peer: usize, op: &SendOp) {
-        let Some(p) = self.peers.get_mut(peer) else {
-            return;
-        };
-        let k = kind_index(op.kind);
-        let bytes: u64 = op.sges().iter().map(|s| u64::from(s.length())).sum();
-        p.ops[k] += 1;
-        p.bytes[k] += bytes;
+        if let Some(p) = self.peers.get_mut(peer) {
+            if p.latency.is_none() {
+                // On the first request to the peer, not at its first
+                // sample: steady-state posting allocates nothing.
+                make_histogram(&mut p.latency);
+            }
+            let k = kind_index(op.kind);
+            // One element is the common case: no loop for it.
+            let bytes = match op.sges() {
+                [one] => u64::from(one.length()),
+                many => many.iter().map(|s| u64::from(s.length())).sum(),
+            };
+            p.ops[k] += 1;
+            p.bytes[k] += bytes;
+        }
         if op.signaled {
-            self.signalled = self.signalled.wrapping_add(1);
-            if self.signalled.is_multiple_of(LATENCY_SAMPLE) {
+            self.countdown -= 1;
+            if self.countdown == 0 {
                 self.sample(op.wr_id as u32);
             }
         }
@@ -124,11 +138,14 @@ impl Counters {
         }
     }
 
+    /// Times the request in slot `index`, unless one is being timed.
     #[cold]
+    #[inline(never)]
     fn sample(&mut self, index: u32) {
-        let at = self.base.elapsed().as_nanos() as u64 + 1;
-        if let Some(s) = self.sampled.get_mut(index as usize) {
-            *s = at;
+        self.countdown = LATENCY_SAMPLE;
+        if self.sampled == u32::MAX {
+            self.sampled = index;
+            self.sampled_at = self.base.elapsed().as_nanos() as u64;
         }
     }
 
@@ -146,14 +163,14 @@ impl Counters {
     /// its status, a receive's bytes, a sampled request's latency.
     #[inline]
     pub(crate) fn completed(&mut self, c: &Completion, meta: &[Meta]) {
-        let (index, epoch) = (c.wr_id as u32, (c.wr_id >> 32) as u32);
-        let Some(m) = meta
-            .get(index as usize)
-            .filter(|m| m.epoch == epoch && m.state == crate::slots::State::Pending)
-        else {
+        let index = c.wr_id as u32;
+        let Some(m) = meta.get(index as usize) else {
             return;
         };
-        let receive = m.queue != crate::slots::Queue::Send;
+        // A stale wr_id (an older epoch of the slot) is not counted.
+        if m.epoch != (c.wr_id >> 32) as u32 {
+            return;
+        }
         let peer = match m.peer {
             crate::slots::ANY_PEER => c.peer.map_or(usize::MAX, |p| p as usize),
             p => p as usize,
@@ -161,18 +178,27 @@ impl Counters {
         let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
-        p.completions[(c.status.0 as usize).min(STATUSES - 1)] += 1;
-        if receive {
+        if c.status.is_success() {
+            p.succeeded += 1;
+        } else {
+            p.completions[(c.status.0 as usize).min(STATUSES - 1)] += 1;
+        }
+        if m.queue != crate::slots::Queue::Send {
             p.bytes[RECEIVE] += u64::from(c.byte_len);
         }
-        if let Some(at) = self.sampled.get_mut(index as usize)
-            && *at != 0
-        {
-            let posted = std::mem::take(at) - 1;
-            if c.status.is_success() {
-                let now = self.base.elapsed().as_nanos() as u64;
-                record(&mut p.latency, now.saturating_sub(posted));
-            }
+        if index == self.sampled {
+            self.end_sample(peer, c.status.is_success());
+        }
+    }
+
+    /// The timed request completed.
+    #[cold]
+    #[inline(never)]
+    fn end_sample(&mut self, peer: usize, success: bool) {
+        self.sampled = u32::MAX;
+        if success && let Some(p) = self.peers.get_mut(peer) {
+            let now = self.base.elapsed().as_nanos() as u64;
+            record(&mut p.latency, now.saturating_sub(self.sampled_at));
         }
     }
 
@@ -192,12 +218,15 @@ impl Counters {
 }
 
 #[cold]
+#[inline(never)]
+fn make_histogram(h: &mut Option<Box<Histogram<u64>>>) {
+    *h = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG)
+        .ok()
+        .map(Box::new);
+}
+
+/// Records `ns` (fixed bounds: never allocates).
 fn record(h: &mut Option<Box<Histogram<u64>>>, ns: u64) {
-    if h.is_none() {
-        *h = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG)
-            .ok()
-            .map(Box::new);
-    }
     if let Some(h) = h {
         h.saturating_record(ns.max(LOWEST_NS));
     }

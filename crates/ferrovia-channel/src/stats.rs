@@ -57,7 +57,8 @@ impl OpCounts {
 
 /// Latencies of signalled requests, from the post to the completion's
 /// routing, as a histogram (two significant digits, 10 ns to 100 s).
-/// Sampled: one signalled send-queue request in 64 is timed, since a clock
+/// Sampled: one signalled send-queue request in 64 is timed (one at a
+/// time: while one is in flight, the next due is skipped), since a clock
 /// read costs more than the rest of a request's bookkeeping.
 #[derive(Clone, Default)]
 pub struct LatencyHistogram(Option<Box<Histogram<u64>>>);
@@ -178,9 +179,14 @@ impl PeerStats {
             peer,
             ops: OpCounts::from_array(&c.ops),
             bytes: OpCounts::from_array(&c.bytes),
-            completions: (0..STATUSES)
-                .filter(|&s| c.completions[s] > 0)
-                .map(|s| (WcStatus(s as u32), c.completions[s]))
+            completions: (c.succeeded > 0)
+                .then_some((WcStatus::SUCCESS, c.succeeded))
+                .into_iter()
+                .chain(
+                    (1..STATUSES)
+                        .filter(|&s| c.completions[s] > 0)
+                        .map(|s| (WcStatus(s as u32), c.completions[s])),
+                )
                 .collect(),
             flushes: c.flushes,
             reconnects: c.reconnects,
@@ -232,8 +238,8 @@ impl ChannelCore {
 
     /// What this engine did, per peer, until now (see [`ChannelStats`]).
     /// Counting costs a few nanoseconds per request; the snapshot copies
-    /// the counters (and each peer's latency histogram, ~25 KiB once it
-    /// has samples).
+    /// the counters (and the latency histogram, ~25 KiB, of each peer
+    /// that had a request).
     pub fn stats(&self) -> ChannelStats {
         let st = self.state();
         let slots = &st.slots;
