@@ -156,7 +156,7 @@ impl Steps {
 const FEATURE_SETS: &[(&str, &str)] = &[
     ("ferrovia", "ucx"),
     ("ferrovia", "verbs"),
-    ("ferrovia", "verbs,ucx,async,transfer"),
+    ("ferrovia", "verbs,ucx,async,transfer,metrics"),
     ("ferrovia-node", "ucx"),
     ("ferrovia-node", "verbs"),
     ("ferrovia-async", "ucx"),
@@ -170,7 +170,11 @@ const FEATURE_SETS: &[(&str, &str)] = &[
 
 /// The static checks `cargo xtask ci` (and `cargo xtask checks`, which
 /// `.ci/run` calls) runs before the tests, in order: rustfmt, clippy on
-/// the workspace and on each of [`FEATURE_SETS`], rustdoc.
+/// the workspace and on each of [`FEATURE_SETS`], rustdoc, and the
+/// package step: every crate users depend on packs as crates.io would
+/// take it (`--allow-dirty` so it runs before a commit too; CI's clone is
+/// clean; the tidy test `published_crates_carry_their_package_metadata`
+/// holds the metadata, which cargo only warns about).
 pub(crate) fn checks() -> Vec<Vec<String>> {
     let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let lint = ["--all-targets", "--", "-D", "warnings"];
@@ -188,6 +192,11 @@ pub(crate) fn checks() -> Vec<Vec<String>> {
         all.push(c);
     }
     all.push(words(&["doc", "--workspace", "--no-deps"]));
+    let mut package = words(&["package", "--workspace", "--no-verify", "--allow-dirty"]);
+    for unpublished in workspace::UNPUBLISHED {
+        package.extend(words(&["--exclude", unpublished]));
+    }
+    all.push(package);
     all
 }
 
@@ -475,10 +484,15 @@ mod tests {
         assert!(lines.contains(
             &"clippy -p ferrovia-node --no-default-features --features verbs --all-targets -- -D warnings".into()
         ));
-        assert_eq!(lines.len(), 3 + FEATURE_SETS.len());
+        assert_eq!(lines.len(), 4 + FEATURE_SETS.len());
+        assert_eq!(
+            lines[lines.len() - 2],
+            "doc --workspace --no-deps [RUSTDOCFLAGS]"
+        );
         assert_eq!(
             lines[lines.len() - 1],
-            "doc --workspace --no-deps [RUSTDOCFLAGS]"
+            "package --workspace --no-verify --allow-dirty --exclude xtask \
+             --exclude ferrovia-benches --exclude ferrovia-testkit"
         );
         assert_eq!(
             Steps {
@@ -486,7 +500,7 @@ mod tests {
                 done: 0
             }
             .total(),
-            8 + 3 + FEATURE_SETS.len()
+            8 + 4 + FEATURE_SETS.len()
         );
         assert_eq!(
             Steps {

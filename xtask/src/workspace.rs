@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use crate::failure::{Result, io_failure};
 
+/// The workspace's packages that are no library for users: never
+/// published (`publish = false`), and left out of the package step.
+pub(crate) const UNPUBLISHED: [&str; 3] = ["xtask", "ferrovia-benches", "ferrovia-testkit"];
+
 /// The directory holding the workspace Cargo.toml (xtask's parent).
 pub(crate) fn root() -> PathBuf {
     let xtask_dir = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -168,7 +168,7 @@ impl<T: Target> Engine for Inner<T> {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) => {
-                    log::warn!("ferrovia-async reactor: polling the transport: {e}");
+                    tracing::warn!("ferrovia-async reactor: polling the transport: {e}");
                     break;
                 }
             }
@@ -180,7 +180,7 @@ impl<T: Target> Engine for Inner<T> {
         let target = self.target.lock();
         let core = target.core();
         if let Err(e) = core.arm() {
-            log::warn!("ferrovia-async reactor: arming the event fd: {e}");
+            tracing::warn!("ferrovia-async reactor: arming the event fd: {e}");
         }
         core.progress().unwrap_or(0)
     }
@@ -188,7 +188,7 @@ impl<T: Target> Engine for Inner<T> {
     fn ack(&self) {
         let target = self.target.lock();
         if let Err(e) = target.core().ack_events() {
-            log::warn!("ferrovia-async reactor: consuming events: {e}");
+            tracing::warn!("ferrovia-async reactor: consuming events: {e}");
         }
     }
 }

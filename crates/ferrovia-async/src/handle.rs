@@ -70,6 +70,13 @@ impl<T: Target> std::fmt::Debug for Async<T> {
 }
 
 impl<T: Target> Async<T> {
+    /// What the engine underneath did with each peer until now (see
+    /// [`ChannelStats`](ferrovia_channel::ChannelStats)). Takes the
+    /// engine's lock for the snapshot.
+    pub fn stats(&self) -> ferrovia_channel::ChannelStats {
+        self.inner.target.lock().core().stats()
+    }
+
     /// Takes over `target` with the default configuration (sleeping on
     /// the transport's event fd). Call inside a tokio runtime with IO and
     /// time enabled: it spawns the engine's reactor task.
@@ -87,7 +94,9 @@ impl<T: Target> Async<T> {
         let fd: Option<OwnedFd> = match core.event_fd().map(|fd| fd.try_clone_to_owned()) {
             Some(Ok(fd)) => Some(fd),
             Some(Err(e)) => {
-                log::warn!("ferrovia-async: cannot duplicate the event fd ({e}); polling instead");
+                tracing::warn!(
+                    "ferrovia-async: cannot duplicate the event fd ({e}); polling instead"
+                );
                 None
             }
             None => None,

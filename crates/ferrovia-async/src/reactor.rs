@@ -64,7 +64,7 @@ pub(crate) async fn run(
         match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
             Ok(fd) => Some(fd),
             Err(e) => {
-                log::warn!(
+                tracing::warn!(
                     "ferrovia-async: cannot watch the transport's event fd ({}); polling it every {TICK:?}",
                     e.into_parts().1
                 );
@@ -134,7 +134,7 @@ pub(crate) async fn run(
                     fd_wakes.fetch_add(1, Relaxed);
                 }
                 Err(err) => {
-                    log::warn!("ferrovia-async: the event fd failed ({err}); polling every {TICK:?}");
+                    tracing::warn!("ferrovia-async: the event fd failed ({err}); polling every {TICK:?}");
                     fd = None;
                 }
             },

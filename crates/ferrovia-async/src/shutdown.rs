@@ -96,7 +96,7 @@ impl<T: Target> Async<T> {
     fn look(&self, f: impl FnOnce(&ferrovia_channel::engine::ChannelCore) -> usize) -> usize {
         with(&*self.inner, |core| {
             if let Err(e) = core.progress() {
-                log::warn!("ferrovia-async shutdown: polling the transport: {e}");
+                tracing::warn!("ferrovia-async shutdown: polling the transport: {e}");
             }
             f(core)
         })

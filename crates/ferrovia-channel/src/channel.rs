@@ -112,6 +112,12 @@ impl Channel {
 }
 
 impl Channel {
+    /// What this channel did with its peer (index 0) until now (see
+    /// [`ChannelStats`](crate::ChannelStats)).
+    pub fn stats(&self) -> crate::ChannelStats {
+        self.multi.stats()
+    }
+
     /// A registry for buffers used on this channel.
     pub fn registry(&self) -> &MrRegistry {
         self.multi.registry()

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ferrovia_types::WcStatus;
 
 use crate::config::ChannelConfig;
+use crate::counters::Counters;
 use crate::error::{TransportError, TransportResult};
 use crate::op::{CHUNK, Completion, EMPTY_OP, SendOp};
 use crate::seam::Transport;
@@ -52,6 +53,8 @@ pub(crate) struct EngineState {
     /// Where posting builds the ops of one doorbell: kept, so posting
     /// neither clears nor copies a whole op first.
     pub(crate) ops: [SendOp; CHUNK],
+    /// What posting and routing counted (`crate::stats`).
+    pub(crate) counters: Counters,
 }
 
 /// An open scope over an engine; closes it when dropped (also when the
@@ -97,6 +100,7 @@ impl ChannelCore {
                 shared_broken: false,
                 batch: [Completion::default(); BATCH],
                 ops: [EMPTY_OP; CHUNK],
+                counters: Counters::new(peers),
             }),
             scope_open: Cell::new(false),
             send_depth,
@@ -198,8 +202,11 @@ impl ChannelCore {
         if peer >= count {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
-        self.state().broken[peer] = true;
-        log::warn!("flushing the connection to peer {peer}");
+        let mut st = self.state();
+        st.broken[peer] = true;
+        st.counters.flushed(peer);
+        drop(st);
+        tracing::warn!("flushing the connection to peer {peer}");
         self.transport.flush(peer)
     }
 
@@ -429,9 +436,11 @@ impl EngineState {
             slots,
             broken,
             batch,
+            counters,
             ..
         } = self;
         for c in &batch[..n] {
+            counters.completed(c, &slots.meta);
             // A failed request moves its connection to the error state:
             // remember, so the next post reports it instead of failing
             // obscurely.

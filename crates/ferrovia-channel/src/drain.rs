@@ -95,13 +95,24 @@ impl ChannelCore {
             .map(|&(_, id)| id)
             .chain(shared.iter().copied())
             .collect();
-        log::warn!(
+        let _span = tracing::warn_span!(
+            "scope_flush",
+            peers = ?peers,
+            requests = pending.len(),
+            shared_receives = shared.len()
+        )
+        .entered();
+        tracing::warn!(
             "scope drain deadline passed: flushing {} outstanding request(s) to peer(s) {peers:?} and {} shared receive(s)",
             pending.len(),
             shared.len()
         );
         for &p in &peers {
-            self.state().broken[p] = true;
+            tracing::warn!(peer = p, "flushing the connection (error state)");
+            let mut st = self.state();
+            st.broken[p] = true;
+            st.counters.flushed(p);
+            drop(st);
             if let Err(e) = self.transport.flush(p) {
                 abort(&format!("cannot flush peer {p} ({e})"));
             }
@@ -132,6 +143,10 @@ impl ChannelCore {
             // the rest back, which the transport will never touch.
             self.release_silent_pool(None);
         }
+        tracing::debug!(
+            took_us = start.elapsed().as_micros() as u64,
+            "every flushed request completed"
+        );
     }
 
     /// Stops the shared pool; whether its receives stay silent (so the

@@ -35,12 +35,22 @@
 //!   scope's borrow, or owned); what a transfer layer posts.
 //! - [`Rails`]: several transports to the same peers (devices, UCX
 //!   workers) as one, so one core and one scope drive them all.
+//! - [`ChannelStats`]: what the engine did per peer (operations and bytes
+//!   by kind, completions by status, flushes, reconnects, sampled
+//!   latencies), from `stats()`; published through the `metrics` facade
+//!   with the feature of that name.
+//!
+//! # Features
+#![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod atomic;
 mod builder;
 mod channel;
 mod config;
 mod core;
+mod counters;
 mod drain;
 mod element;
 mod error;
@@ -61,6 +71,9 @@ mod ring;
 mod scope;
 mod seam;
 mod slots;
+mod stats;
+#[cfg(feature = "metrics")]
+mod stats_metrics;
 
 pub use atomic::{AtomicOp, AtomicWorkRequest, PeerAtomicWorkRequest};
 pub use builder::ChannelBuilder;
@@ -77,6 +90,7 @@ pub use request::{
     PeerWriteWorkRequest, ReadWorkRequest, ReceiveWorkRequest, SendWorkRequest, WriteWorkRequest,
 };
 pub use scope::{PollingScope, ScopeTarget, ScopedPendingWork, Unpolled, WorkDone};
+pub use stats::{ChannelStats, LatencyHistogram, OpCounts, PeerStats};
 
 /// What a backend implements: the transport seam the core drives and the
 /// operations it posts through it (`ferrovia-verbs-transport`,

@@ -82,6 +82,7 @@ impl MultiChannel {
     ) -> TransportResult<R> {
         let t = self.backend::<T>(peer)?;
         self.core.mark_broken(peer);
+        self.core.note_reconnect(peer);
         renew(t)
     }
 
@@ -97,6 +98,14 @@ impl MultiChannel {
                 std::any::type_name::<T>()
             ))
         })
+    }
+
+    /// What this channel did, per peer, until now: operations and bytes
+    /// by kind, completions by status, flushes, reconnects, revocations,
+    /// outstanding requests, sampled latencies (see
+    /// [`ChannelStats`](crate::ChannelStats)).
+    pub fn stats(&self) -> crate::ChannelStats {
+        self.core.stats()
     }
 
     /// Whether a drain deadline flushed the shared receive pool: it then
@@ -120,6 +129,7 @@ impl MultiChannel {
             return Err(TransportError::NoSuchPeer { peer, count });
         }
         self.core.mark_broken(peer);
+        self.core.note_reconnect(peer);
         self.core.transport.renew(peer)
     }
 

@@ -314,14 +314,18 @@ impl ChannelCore {
             // (`check_owned`), so nothing else in this process can reach
             // it, and no peer may write it. A receive from the pool is the
             // same, but any peer's message may land in it.
-            unsafe {
+            let r = unsafe {
                 if queue == Queue::Shared {
                     self.transport.post_shared_recv(std::slice::from_ref(&rop))
                 } else {
                     self.transport.post_recv(peer, std::slice::from_ref(&rop))
                 }
+            };
+            if r.is_ok() {
+                st.counters
+                    .receive_posted((queue != Queue::Shared).then_some(peer));
             }
-            .map(|()| false)
+            r.map(|()| false)
         } else {
             let scatter = if spec.kind.writes_locally() {
                 std::slice::from_ref(&sge)
@@ -337,12 +341,15 @@ impl ChannelCore {
             // it is changed meanwhile only by atomic stores to `Shared`
             // memory, as the contract allows.
             // What finished in the call (this op among it) is routed at
-            // once: its future's first look finds it.
+            // once, counted as sent first: its future's first look finds it.
             let posted = unsafe {
                 self.transport
                     .post_send_and_poll(peer, std::slice::from_ref(&sop), &mut st.batch)
             };
-            posted.map(|n| st.route_posted(n))
+            posted.map(|n| {
+                st.counters.sent(peer, &sop);
+                st.route_posted(n)
+            })
         };
         match posted {
             Ok(wake) => {
@@ -474,12 +481,13 @@ impl ChannelCore {
                 continue;
             }
             st.broken[peer] = true;
+            st.counters.flushed(peer);
             drop(st);
-            log::warn!(
+            tracing::warn!(
                 "a request given up on {older_than:?} ago is still outstanding: flushing the connection to peer {peer}"
             );
             if let Err(e) = self.transport.flush(peer) {
-                log::error!("flushing peer {peer}: {e}");
+                tracing::error!("flushing peer {peer}: {e}");
             }
         }
     }

@@ -144,8 +144,9 @@ impl ChannelCore {
         };
         let e = match posted {
             Ok(taken) => {
-                // What finished in the call is routed at once; wakers it
-                // made due, once the state is let go.
+                // Counted as sent, then what finished in the call is routed
+                // at once; wakers it made due, once the state is let go.
+                st.counters.sent_all(c.peer, &c.ops[..n]);
                 if st.route_posted(taken) {
                     drop(st);
                     self.wake_routed();

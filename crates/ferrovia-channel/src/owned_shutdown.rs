@@ -123,10 +123,13 @@ impl ChannelCore {
     }
 
     fn flush_for_owner(&self, peer: usize) {
-        self.state().broken[peer] = true;
+        let mut st = self.state();
+        st.broken[peer] = true;
+        st.counters.flushed(peer);
+        drop(st);
         if let Err(e) = self.transport.flush(peer) {
             // Its requests then stay outstanding: kept, and leaked at drop.
-            log::error!("flushing peer {peer}: {e}");
+            tracing::error!("flushing peer {peer}: {e}");
         }
     }
 
@@ -143,7 +146,7 @@ impl ChannelCore {
                 out.pool = held;
                 out.pool_silent = silent;
             }
-            Err(e) => log::error!("flushing the shared receive pool: {e}"),
+            Err(e) => tracing::error!("flushing the shared receive pool: {e}"),
         }
     }
 
@@ -155,7 +158,7 @@ impl ChannelCore {
         let start = Instant::now();
         let first = self.flush_inbound();
         if !first.is_empty() {
-            log::debug!(
+            tracing::debug!(
                 "engine dropped: flushed {} receive(s) and read(s) of peer(s) {:?} and {} pooled receive(s) at once",
                 first.inbound,
                 first.peers,
@@ -172,7 +175,7 @@ impl ChannelCore {
         if self.outstanding() > 0 {
             let rest = self.flush_remaining(&first);
             if rest.outbound > 0 {
-                log::warn!(
+                tracing::warn!(
                     "engine dropped with {} send(s), write(s) or atomic(s) outstanding after {deadline:?}: flushed peer(s) {:?}",
                     rest.outbound,
                     rest.peers
@@ -193,7 +196,7 @@ impl ChannelCore {
             self.release_silent_pool(Some(FLUSH_GRACE));
         }
         if self.outstanding() > 0 {
-            log::error!(
+            tracing::error!(
                 "{} request(s) never reported after their flush: leaking their buffers rather than freeing them under DMA",
                 self.outstanding()
             );

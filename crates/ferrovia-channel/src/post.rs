@@ -208,9 +208,18 @@ impl ChannelCore {
             }
         };
         let ticket = Ticket { index, epoch };
+        st.counters.sent(peer, &st.ops[0]);
         // Done in the call and alone on its peer: settled at once, its slot
-        // free again; the handle keeps the completion.
+        // free again; the handle keeps the completion. (Counted here, as
+        // routing would.)
         if n == 1 && bufs.len() <= 1 && st.slots.settle_sole(index, &st.batch[0]) {
+            let EngineState {
+                counters,
+                slots,
+                batch,
+                ..
+            } = st;
+            counters.completed(&batch[0], &slots.meta);
             return Ok(Posted::Done(ticket, peer as u32));
         }
         st.slots.set_bufs(index, bufs);
@@ -303,8 +312,10 @@ impl ChannelCore {
         // SAFETY: the caller's contract is the transport's.
         match unsafe { self.transport.post_send_and_poll(peer, ops, &mut st.batch) } {
             Ok(taken) => {
-                // Wakers it makes due: the caller's `wake_routed` once the
-                // state is let go.
+                // Counted as sent before what finished among them is
+                // routed (and counted as completed). Wakers it makes due:
+                // the caller's `wake_routed` once the state is let go.
+                st.counters.sent_all(peer, &st.ops[..n]);
                 st.route_posted(taken);
                 Ok(())
             }
@@ -378,6 +389,8 @@ impl ChannelCore {
             st.slots.unpost(index);
             return Err(e);
         }
+        st.counters
+            .receive_posted((queue != Queue::Shared).then_some(peer));
         Ok(Ticket { index, epoch })
     }
 }

@@ -203,4 +203,8 @@ unsafe impl Transport for Rails {
         let (t, p) = self.split(peer).ok()?;
         t.disconnected(p)
     }
+
+    fn revocations(&self, peer: usize) -> u64 {
+        self.split(peer).map_or(0, |(t, p)| t.revocations(p))
+    }
 }

@@ -170,6 +170,16 @@ pub unsafe trait Transport: Send + Sync + std::any::Any {
         None
     }
 
+    /// Revocations sent to `peer`: registrations whose key it had fetched
+    /// were deregistered, and this side waited for its acknowledgement (a
+    /// transport whose peers reach memory through keys it hands out
+    /// itself, as UCX's directory does). For the core's
+    /// [`stats`](crate::engine::ChannelCore::stats). The default: 0.
+    fn revocations(&self, peer: usize) -> u64 {
+        let _ = peer;
+        0
+    }
+
     /// Posts `ops` to `peer`'s send queue, in order (one doorbell where
     /// the transport has doorbells). Nothing from the failing op on is
     /// posted when it fails.

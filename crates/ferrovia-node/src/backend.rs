@@ -69,7 +69,7 @@ pub(crate) fn choose(
     match verbs::with_device(&mut verbs) {
         Ok(()) => Ok((Backend::Verbs, verbs)),
         Err(e) if ucx::BUILT => {
-            log::info!("verbs is not usable here ({e}); using UCX");
+            tracing::info!("verbs is not usable here ({e}); using UCX");
             Ok((Backend::Ucx, verbs))
         }
         Err(e) => Err(e),

@@ -169,6 +169,15 @@ pub(crate) fn validate(
 }
 
 /// Runs a barrier among `peers` (validated by the caller) on scope `s`.
+/// The barrier's end, as an event in its span: how long it took (which
+/// barrier was slow), or why it failed (the error names the ranks).
+pub(crate) fn passed(result: &Result<(), BarrierError>, took: Duration) {
+    match result {
+        Ok(()) => tracing::debug!(took_us = took.as_micros() as u64, "barrier passed"),
+        Err(e) => tracing::debug!(took_us = took.as_micros() as u64, "barrier failed: {e}"),
+    }
+}
+
 pub(crate) fn run<M: Member>(
     s: &mut PollingScope<'_, '_, M>,
     peers: &[usize],
@@ -177,6 +186,13 @@ pub(crate) fn run<M: Member>(
 ) -> Result<(), BarrierError> {
     let member: &M = s.target();
     let algorithm = member.algorithm();
+    let _span = tracing::debug_span!(
+        "barrier",
+        rank = member.rank(),
+        ranks = ?peers,
+        algorithm = ?algorithm
+    )
+    .entered();
     let mut state = member.barrier_state().borrow_mut();
     let mut fabric = ScopeFabric::new(s);
     let mut run = Run::enter(
@@ -196,6 +212,7 @@ pub(crate) fn run<M: Member>(
         // CPU run.
         let slow = spins.is_multiple_of(256);
         if let Poll::Ready(result) = run.poll(&mut state, &mut fabric, slow) {
+            passed(&result, fabric.now());
             return result.map_err(|mut e| {
                 let settling = std::time::Instant::now();
                 fabric.settle(QUERY_WAIT);

@@ -30,6 +30,8 @@ pub struct BarrierTask {
     run: Run,
     writes: Vec<(usize, OwnedTicket)>,
     origin: Instant,
+    /// The barrier's span, entered on every poll.
+    span: tracing::Span,
 }
 
 impl Node {
@@ -44,12 +46,19 @@ impl Node {
     ) -> Result<BarrierTask, BarrierError> {
         let at = validate(peers, self.rank(), self.world_size())?;
         let origin = Instant::now();
+        let algorithm = self.algorithm();
+        let span = tracing::debug_span!(
+            "barrier",
+            rank = self.rank(),
+            ranks = ?peers,
+            algorithm = ?algorithm
+        );
         let run = Run::enter(
             &mut self.barrier_state().borrow_mut(),
             Duration::ZERO,
             peers,
             at,
-            self.algorithm(),
+            algorithm,
             timeout,
             QUERY_WAIT,
         );
@@ -57,6 +66,7 @@ impl Node {
             run,
             writes: Vec::new(),
             origin,
+            span,
         })
     }
 }
@@ -65,6 +75,7 @@ impl BarrierTask {
     /// Advances the barrier on `node` (the node that started it) as far as
     /// it can without waiting.
     pub fn poll(&mut self, node: &Node) -> Poll<Result<(), BarrierError>> {
+        let _span = self.span.clone().entered();
         let mut fabric = OwnedFabric {
             node,
             writes: &mut self.writes,
@@ -73,7 +84,8 @@ impl BarrierTask {
         let result = self
             .run
             .poll(&mut node.barrier_state().borrow_mut(), &mut fabric, true);
-        if result.is_ready() {
+        if let Poll::Ready(r) = &result {
+            crate::barrier::passed(r, self.origin.elapsed());
             self.settle(node);
         }
         result

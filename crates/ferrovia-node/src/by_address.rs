@@ -135,7 +135,7 @@ impl ListenerBuilder {
             )?),
         };
         let listener = Listener { backend, inner };
-        log::info!(
+        tracing::info!(
             "listening on {} ({} backend)",
             listener.local_addr(),
             backend

@@ -59,7 +59,7 @@ impl ControlPort {
         listener
             .set_nonblocking(true)
             .map_err(|e| io("control port: listen", e))?;
-        log::debug!("control port: listening on {addr}");
+        tracing::debug!("control port: listening on {addr}");
         Ok(ControlPort { listener, addr })
     }
 
@@ -175,7 +175,7 @@ impl Handshake<'_> {
                 Err(Knocked::Refused(e)) => return Err(e.into()),
                 Err(Knocked::Failed(e)) => last = e,
             }
-            log::debug!("reconnect: rank {} at {at}: {last}; again", self.peer);
+            tracing::debug!("reconnect: rank {} at {at}: {last}; again", self.peer);
             thread::sleep(self.left().min(Duration::from_millis(100)));
         };
         let timeouts = |s: &TcpStream| {
@@ -265,7 +265,7 @@ impl Handshake<'_> {
             match read_msg(&mut s, MAX_LINK) {
                 Ok(Msg::Link { link }) => break (s, link),
                 Ok(m) => return Err(unexpected(m, "a link").into()),
-                Err(e) => log::info!("reconnect: rank {} went before its link: {e}", self.peer),
+                Err(e) => tracing::info!("reconnect: rank {} went before its link: {e}", self.peer),
             }
         };
         connect(theirs)?;
@@ -290,7 +290,7 @@ impl Handshake<'_> {
             }
             Err(e) => {
                 // Out of descriptors and the like: shed, try again.
-                log::warn!("reconnect: control port accept: {e}");
+                tracing::warn!("reconnect: control port accept: {e}");
                 thread::sleep(self.left().min(Duration::from_millis(100)));
                 Ok(None)
             }
@@ -348,7 +348,7 @@ impl Handshake<'_> {
             Ok(m) => format!("expected a knock, got {}", m.kind()),
             Err(e) => format!("{e}"),
         };
-        log::info!("reconnect: refused a connection from {from}: {why}");
+        tracing::info!("reconnect: refused a connection from {from}: {why}");
         let _ = write_msg(&mut s, &Msg::reject(&why));
         Ok(None)
     }

@@ -78,7 +78,21 @@ impl ControlPath {
     ) -> Result<(), NodeError> {
         let started = Instant::now();
         let deadline = started + timeout;
+        let generation = self.generation(link, peer);
+        let _span = tracing::info_span!("reconnect", rank = me, link, peer, generation).entered();
+        tracing::info!("reconnecting");
         let r = self.try_agree(me, link, peer, deadline, state, renew, connect);
+        match &r {
+            Ok(()) => tracing::info!(
+                took_us = started.elapsed().as_micros() as u64,
+                generation = self.generation(link, peer),
+                "reconnected"
+            ),
+            Err(e) => tracing::warn!(
+                took_us = started.elapsed().as_micros() as u64,
+                "reconnect failed: {e}"
+            ),
+        }
         r.map_err(|e| NodeError::Reconnect {
             peer,
             link,

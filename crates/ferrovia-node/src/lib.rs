@@ -31,6 +31,8 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod backend;
@@ -45,6 +47,7 @@ mod error;
 mod node;
 mod rail;
 mod reconnect;
+mod stats;
 mod sync_region;
 
 pub use backend_name::{Backend, UnknownBackend};

@@ -213,6 +213,7 @@ impl NodeBuilder {
             }
             .into());
         }
+        let _span = tracing::info_span!("bootstrap", rank, world_size = n).entered();
         let (job_token, token_source) = self.token.clone().ok_or_else(token::missing)?;
         token::check("job token", &job_token)?;
         let cfg = RendezvousConfig {
@@ -252,7 +253,7 @@ impl NodeBuilder {
                     .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
-        log::info!(
+        tracing::info!(
             "rank {rank} of {n}: backend {description}, meeting at {} ({:?})",
             self.rendezvous,
             self.launcher
@@ -271,9 +272,11 @@ impl NodeBuilder {
             sync.remote.push(info.sync);
             controls.push(info.control);
         }
+        let connecting = tracing::debug_span!("connect", backend = %description).entered();
         let (multi, renewer) = opened.connect(rank, links)?;
+        drop(connecting);
         session.ready()?;
-        log::info!("rank {rank} of {n}: connected to every rank");
+        tracing::info!("rank {rank} of {n}: connected to every rank");
         Ok(Node {
             rank,
             world_size: n,
@@ -309,6 +312,23 @@ impl NodeBuilder {
                 })?;
         }
         Ok(rv)
+    }
+}
+
+/// Teardown, per peer, for operators: the connections close as the
+/// fields drop, right after this (the transport flushes and says goodbye).
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _span = tracing::info_span!("teardown", rank = self.rank, world_size = self.world_size)
+            .entered();
+        for peer in (0..self.world_size).filter(|&p| p != self.rank) {
+            tracing::debug!(
+                peer,
+                generation = self.control.generation(0, peer),
+                "closing the connection"
+            );
+        }
+        tracing::info!("leaving the job");
     }
 }
 

@@ -207,7 +207,7 @@ impl Node {
             .ready_by(deadline)
             .map_err(|e| RailError::failed(id, e.into()))?;
         self.control.restart(link);
-        log::info!("rank {me} of {n}: rail {id} ({description}) connected to every rank");
+        tracing::info!("rank {me} of {n}: rail {id} ({description}) connected to every rank");
         Ok(Rail {
             id,
             transport,

@@ -26,6 +26,8 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![allow(
     non_upper_case_globals,
     non_camel_case_types,

@@ -21,17 +21,39 @@ fn debug_targets(rust_log: &str) -> Vec<String> {
     for (r, child) in ranks.into_iter().enumerate() {
         let (code, out, err) = finish(child, Duration::from_secs(120));
         assert_eq!(code, Some(0), "rank {r}: {out}{err}");
-        // `<time> DEBUG <target>: <message>`
         for line in err.lines() {
-            let mut words = line.split_whitespace();
-            if words.nth(1) == Some("DEBUG")
-                && let Some(target) = words.next()
-            {
-                targets.push(target.trim_end_matches(':').to_owned());
+            if let Some(target) = debug_target(line) {
+                targets.push(target.to_owned());
             }
         }
     }
     targets
+}
+
+/// The target of a DEBUG line: `<time> DEBUG [<span>{<fields>}:...]
+/// <target>: <message>`, the spans (their fields may hold spaces) before
+/// the target, which is the first word naming a ferrovia crate.
+fn debug_target(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace();
+    if words.nth(1) != Some("DEBUG") {
+        return None;
+    }
+    words
+        .find(|w| w.starts_with("ferrovia_") && w.ends_with(':') && !w.contains('{'))
+        .map(|w| w.trim_end_matches(':'))
+}
+
+#[test]
+fn a_debug_line_names_its_target_after_its_spans() {
+    let line = "2026-01-01T00:00:00.000000Z DEBUG bootstrap{rank=0 world_size=2}:\
+                barrier{rank=0 ranks=[0, 1] algorithm=Dissemination}: \
+                ferrovia_node::barrier: barrier passed took_us=12";
+    assert_eq!(debug_target(line), Some("ferrovia_node::barrier"));
+    assert_eq!(
+        debug_target("2026 DEBUG ferrovia_ucx::engine: x"),
+        Some("ferrovia_ucx::engine")
+    );
+    assert_eq!(debug_target("2026  INFO ferrovia_node: x"), None);
 }
 
 #[test]

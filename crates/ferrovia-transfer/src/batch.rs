@@ -157,8 +157,17 @@ impl Flight {
             .borrow_mut()
             .iter_mut()
             .for_each(|s| *s = RunState::default());
+        let id = eng.next_batch();
+        tracing::debug!(
+            batch = id,
+            op = ?op,
+            entries = prepared.entries,
+            bytes = prepared.bytes,
+            runs = prepared.runs.len(),
+            "transfer batch submitted"
+        );
         Ok(Flight {
-            id: eng.next_batch(),
+            id,
             op,
             notify,
             start: Instant::now(),
@@ -238,7 +247,9 @@ impl Flight {
 
     fn lose(&mut self, eng: &EngineState, rail: usize, peer: usize) {
         if eng.lose(rail, peer) {
-            log::warn!("transfer: rail {rail} to peer {peer} failed; its runs go over the others");
+            tracing::warn!(
+                "transfer: rail {rail} to peer {peer} failed; its runs go over the others"
+            );
             self.lost.push((rail, peer));
         }
     }
@@ -445,9 +456,22 @@ impl Flight {
     /// How the batch ended (once [`Flight::step`] said it has).
     pub(crate) fn outcome(&mut self, prepared: &PreparedList) -> Result<Report, TransferError> {
         prepared.busy.set(false);
+        let took_us = self.start.elapsed().as_micros() as u64;
         if let Some(e) = self.failure.take() {
+            tracing::debug!(batch = self.id, took_us, "transfer batch failed: {e}");
             return Err(e);
         }
+        tracing::debug!(
+            batch = self.id,
+            entries = prepared.entries,
+            bytes = prepared.bytes,
+            runs = self.runs_posted,
+            retried = self.retried,
+            rails_lost = self.lost.len(),
+            notified = self.notified,
+            took_us,
+            "transfer batch done"
+        );
         Ok(Report {
             batch: self.id,
             entries: prepared.entries,

@@ -135,7 +135,7 @@ impl TransferBuilder {
         let here = numa::current_node();
         for (i, spec) in self.rails.iter().enumerate() {
             let rail = node.open_rail(i as u32, spec.clone(), self.timeout)?;
-            log::info!("transfer: rail {i}: {}", rail.describe());
+            tracing::info!("transfer: rail {i}: {}", rail.describe());
             names.push(rail.describe().to_string());
             let device_node = match spec {
                 RailSpec::Device(name) => numa::device_node(name),
@@ -263,6 +263,26 @@ impl TransferEngine {
         TransferBuilder::default().open(node)
     }
 
+    /// What each rail did with each peer until now: one
+    /// [`ChannelStats`](ferrovia_channel::ChannelStats) per rail (index =
+    /// rail), each with its peers by rank.
+    pub fn stats(&self) -> Vec<ferrovia_channel::ChannelStats> {
+        self.multi.stats().by_rail(self.state.rails)
+    }
+
+    /// Publishes [`TransferEngine::stats`] through the `metrics` facade,
+    /// each rail's series labelled `rank` and `rail` (see
+    /// `ChannelStats::publish` for the names).
+    #[cfg(feature = "metrics")]
+    pub fn publish_metrics(&self) {
+        for (rail, s) in self.stats().iter().enumerate() {
+            s.publish(&[
+                ("rank", self.state.rank.to_string()),
+                ("rail", rail.to_string()),
+            ]);
+        }
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.state.rank
@@ -355,7 +375,7 @@ impl TransferEngine {
             Err(ScopeError::Closure(e)) => Err(e),
             Err(ScopeError::Both { closure, drain }) => {
                 // The closure's error says what went wrong first.
-                log::warn!("transfer: after the scope's error, draining failed too: {drain}");
+                tracing::warn!("transfer: after the scope's error, draining failed too: {drain}");
                 Err(closure)
             }
             Err(ScopeError::Drain(d)) => Err(TransferError::Drain(d)),

@@ -38,6 +38,8 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod batch;

@@ -55,7 +55,7 @@ impl UcxContext {
         let confine = exposure.host_options();
         let mut all: Vec<(&str, &str)> = confine.iter().map(|(n, v)| (*n, v.as_str())).collect();
         if !confine.is_empty() {
-            log::debug!("ucx: confined to {exposure:?}: {confine:?}");
+            tracing::debug!("ucx: confined to {exposure:?}: {confine:?}");
         }
         all.extend_from_slice(options);
         UcxContext::with_options(&all)

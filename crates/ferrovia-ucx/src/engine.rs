@@ -397,7 +397,7 @@ impl Engine {
             CTRL => {
                 self.ctrl.remove(&index);
                 if ev.status != Status::OK {
-                    log::debug!(
+                    tracing::debug!(
                         "ucx: control message to {peer} failed: status {}",
                         ev.status
                     );
@@ -408,7 +408,7 @@ impl Engine {
             GOODBYE_FLUSH => self.goodbye_flushed(peer, ev.status),
             // An error of an endpoint since renewed: nothing to fail.
             EP_ERROR if self.peers.get(peer).is_some_and(|p| p.generation != index) => {
-                log::debug!(
+                tracing::debug!(
                     "ucx: a replaced endpoint to peer {peer} failed (ucs_status_t {})",
                     ev.status
                 );
@@ -418,12 +418,12 @@ impl Engine {
                 // endpoints on purpose: a clean job stays quiet.
                 let expected = self.shutdown || self.peers.get(peer).is_some_and(|p| p.departed);
                 if expected {
-                    log::debug!(
+                    tracing::debug!(
                         "ucx: endpoint to peer {peer} closed (ucs_status_t {}) after its goodbye or during shutdown",
                         ev.status
                     );
                 } else {
-                    log::warn!(
+                    tracing::warn!(
                         "ucx: endpoint to peer {peer} failed (ucs_status_t {}); failing its work",
                         ev.status
                     );

@@ -91,7 +91,7 @@ impl Exposure {
             Exposure::Via(ip) => match interface_of(ip) {
                 Some(name) => vec![devices(name)],
                 None => {
-                    log::warn!(
+                    tracing::warn!(
                         "ucx: no interface holds {ip}; UCX's tcp transport is not confined to one (set UCX_NET_DEVICES)"
                     );
                     Vec::new()

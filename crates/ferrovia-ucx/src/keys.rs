@@ -63,6 +63,9 @@ pub(crate) struct KeyDirectory {
     allocations: Mutex<BTreeMap<usize, Weak<Mapped>>>,
     /// How long a deregistration waits for acknowledgements.
     pub(crate) revocation_timeout: Duration,
+    /// Per peer: revocations sent to it (keys it had fetched, removed),
+    /// for the channel's statistics (`Transport::revocations`).
+    revoked: Mutex<Vec<u64>>,
     /// The transport's engine, once started: what a deregistration hands
     /// its revocation to.
     driver: OnceLock<Box<dyn Driver>>,
@@ -102,6 +105,7 @@ impl KeyDirectory {
             next: AtomicU32::new(0),
             keys: Mutex::default(),
             allocations: Mutex::default(),
+            revoked: Mutex::default(),
             revocation_timeout,
             driver: OnceLock::new(),
         }
@@ -155,11 +159,27 @@ impl KeyDirectory {
     /// Removes `key` (a fetch from now on answers "not found"); the peers
     /// that fetched it.
     fn remove(&self, key: u32) -> Vec<usize> {
-        self.keys
+        let fetched = self
+            .keys
             .lock()
             .remove(&key)
             .map(|e| e.fetched)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if !fetched.is_empty() {
+            let mut revoked = self.revoked.lock();
+            for &p in &fetched {
+                if revoked.len() <= p {
+                    revoked.resize(p + 1, 0);
+                }
+                revoked[p] += 1;
+            }
+        }
+        fetched
+    }
+
+    /// Revocations sent to `peer` so far.
+    pub(crate) fn revocations(&self, peer: usize) -> u64 {
+        self.revoked.lock().get(peer).copied().unwrap_or(0)
     }
 
     /// Every live key some peer fetched, with those peers, who are

@@ -29,7 +29,7 @@ impl Notifier {
         // SAFETY: eventfd takes no pointer; it returns a new descriptor or -1.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         let fd = if raw < 0 {
-            log::warn!(
+            tracing::warn!(
                 "eventfd failed ({}): UCX transport without an event fd",
                 std::io::Error::last_os_error()
             );

@@ -130,23 +130,28 @@ pub(crate) fn revoke(
         return;
     };
     let start = Instant::now();
+    let _span = tracing::debug_span!("revoke", key, peers = ?fetched).entered();
     let r = Arc::new(Revocation::new(key, fetched, timeout));
     engine.submit(r.clone());
     let give_up = r.deadline + GIVE_UP_AFTER;
     let mut woke_at_deadline = false;
     loop {
         if r.is_settled() {
+            tracing::debug!(
+                took_us = start.elapsed().as_micros() as u64,
+                "every peer that fetched the key acknowledged, failed or left"
+            );
             return;
         }
         if !engine.alive() {
-            log::error!(
+            tracing::error!(
                 "ucx: the progress thread stopped before peers acknowledged the revocation of key {key}; unmapping it"
             );
             return;
         }
         let now = Instant::now();
         if now >= give_up {
-            log::error!(
+            tracing::error!(
                 "ucx: nothing progressed the revocation of key {key} (peers {:?}) within {:?}; unmapping it",
                 r.pending(),
                 give_up - start

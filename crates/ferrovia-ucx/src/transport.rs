@@ -389,6 +389,10 @@ unsafe impl Transport for UcxTransport {
         self.shared.stale.load(SeqCst)
     }
 
+    fn revocations(&self, peer: usize) -> u64 {
+        self.dir.revocations(peer)
+    }
+
     fn poll(&self, out: &mut [Completion]) -> TransportResult<usize> {
         if !self.shared.done.is_empty() {
             return Ok(self.take(out));

@@ -427,6 +427,10 @@ fn stale_accesses_fail_as_soon_as_the_owner_drops_the_key(tls: &str) {
             "round {round}: the stale write landed: {memory:?}"
         );
     }
+    // Rank 1's statistics: each key rank 0 had fetched was revoked.
+    let stats = w[1].0.stats();
+    assert_eq!(stats.peers[0].revocations, 50, "{:?}", stats.peers[0]);
+    assert_eq!(stats.peers[1].revocations, 0);
 }
 
 #[test]

@@ -80,19 +80,19 @@ impl LinkWatch {
                         if kind == CmEventType::DISCONNECTED || kind == CmEventType::DEVICE_REMOVAL
                         {
                             if !self.gone[peer].swap(true, Ordering::AcqRel) {
-                                log::info!(
+                                tracing::info!(
                                     "peer {peer} at {} disconnected ({kind}); flushing its connection",
                                     link.peer_addr()
                                 );
                                 flush(peer);
                             }
                         } else {
-                            log::debug!("peer {peer} at {}: {kind}", link.peer_addr());
+                            tracing::debug!("peer {peer} at {}: {kind}", link.peer_addr());
                         }
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        log::debug!("reading the events of {}: {e}", link.peer_addr());
+                        tracing::debug!("reading the events of {}: {e}", link.peer_addr());
                         break;
                     }
                 }

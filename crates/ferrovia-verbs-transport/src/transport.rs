@@ -174,7 +174,7 @@ impl VerbsTransport {
         if let Some(qp) = self.qps.get(peer)
             && let Err(e) = qp.to_error()
         {
-            log::warn!("flushing peer {peer}'s queue pair: {e}");
+            tracing::warn!("flushing peer {peer}'s queue pair: {e}");
         }
     }
 
@@ -326,14 +326,14 @@ impl SharedPool {
                     {
                         self.limit_hit.store(true, Ordering::Relaxed);
                     }
-                    log::debug!("async event: {ev:?}");
+                    tracing::debug!("async event: {ev:?}");
                     if !want(&ev) {
                         return;
                     }
                 }
                 Ok(None) => return,
                 Err(e) => {
-                    log::warn!("reading the device's async events: {e}");
+                    tracing::warn!("reading the device's async events: {e}");
                     return;
                 }
             }
@@ -552,7 +552,7 @@ unsafe impl Transport for VerbsTransport {
             !waiting.is_empty()
         });
         if !waiting.is_empty() {
-            log::debug!(
+            tracing::debug!(
                 "no last-WQE event from {} QP(s) within {LAST_WQE_WAIT:?} (soft-RoCE raises none)",
                 waiting.len()
             );

@@ -233,7 +233,7 @@ impl QueuePair {
             | M::IBV_QP_SQ_PSN.0
             | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
         self.modify(&mut a, mask, "ibv_modify_qp(RTS)")?;
-        log::debug!(
+        tracing::debug!(
             "QP {} connected to QP {} ({}, path MTU {})",
             self.qp_num(),
             remote.qpn,

@@ -119,7 +119,7 @@ impl Context {
                     // SAFETY: `dev` is valid; the context outlives the list.
                     let ctx = unsafe { lib()?.ibv_open_device(dev) };
                     let ctx = NonNull::new(ctx).ok_or_else(|| null_error("ibv_open_device"))?;
-                    log::debug!("opened RDMA device {dev_name}");
+                    tracing::debug!("opened RDMA device {dev_name}");
                     return Ok(Context {
                         inner: Arc::new(ContextInner {
                             ctx,

@@ -183,7 +183,7 @@ impl<'a> QueuePairBuilder<'a> {
         let qp = unsafe { lib()?.ibv_create_qp(self.pd.as_raw(), &mut init) };
         let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
         match &gid {
-            Some(g) => log::debug!(
+            Some(g) => tracing::debug!(
                 "RC QP on {} port {} ({:?}): GID index {} {} ({:?})",
                 ctx.name(),
                 port_attr.port,
@@ -192,7 +192,7 @@ impl<'a> QueuePairBuilder<'a> {
                 g.gid,
                 g.gid_type
             ),
-            None => log::debug!(
+            None => tracing::debug!(
                 "RC QP on {} port {} (LID {}), no GID",
                 ctx.name(),
                 port_attr.port,

@@ -27,6 +27,11 @@ const WAIT: Duration = Duration::from_secs(20);
 const BOARD: usize = 64;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         [] => launch(3),

@@ -25,6 +25,11 @@ fn message(from: usize, to: usize) -> [u8; SLOT] {
 }
 
 fn main() -> Res {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let others: Vec<usize> = (0..n).filter(|&p| p != me).collect();

@@ -36,6 +36,11 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 fn main() -> Res {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let node = Node::from_env_or_launch(RANKS)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -14,6 +14,11 @@ const ROUNDS: usize = 100;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(4)?;
     let (me, n) = (node.rank(), node.world_size());
     let everyone: Vec<usize> = (0..n).collect();

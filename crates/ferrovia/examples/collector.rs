@@ -18,6 +18,11 @@ const REPORT: usize = 16;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = NodeBuilder::from_env_or_launch(4)?
         .channel(ChannelBuilder::default().shared_receives(POOL as u32))
         .build()?;

@@ -7,6 +7,11 @@ use ferrovia::prelude::*;
 use ferrovia::{Gather, Node, NodeError, PeerWriteWorkRequest, RegisterOptions, WriteWorkRequest};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(2)?; // no launcher: start 2 ranks here
     let wait = Duration::from_secs(10);
     let inbox = node

@@ -81,6 +81,11 @@ fn checksum(bytes: &[u8]) -> u64 {
 }
 
 fn main() -> Res {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(2)?;
     let (me, n) = (node.rank(), node.world_size());
     if n != 2 {

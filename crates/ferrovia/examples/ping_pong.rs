@@ -18,6 +18,11 @@ const ROUNDS: usize = 1000;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn main() -> Res {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(2)?;
     let me = node.rank();
     let peer = 1 - me;

@@ -29,6 +29,11 @@ struct Record {
 }
 
 fn main() -> Res {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(2)?;
     let me = node.rank();
     // The owner's 1000 records, remotely readable and writable (everyone

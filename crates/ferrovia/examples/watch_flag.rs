@@ -29,6 +29,11 @@ fn spin(flag: &SharedBuffer, max: u64) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Spans and events on stderr as RUST_LOG filters them (unset: errors).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut node = Node::from_env_or_launch(2)?;
     let flag = node
         .registry()

@@ -35,6 +35,10 @@
 //!   tokio, which programs without it never build.
 //! - `transfer` (default): [`TransferEngine`] and the transfer layer,
 //!   built only on the public APIs of the channel and node layers.
+//! - `metrics` (off by default): the statistics every layer counts
+//!   ([`Node::stats`]) published through the `metrics` facade
+//!   (`Node::publish_metrics`, `ChannelStats::publish`), for the recorder
+//!   the program installs (`examples/prometheus.rs` exports them).
 //! - `default-features = false, features = ["ucx"]` builds without
 //!   rdma-core at all; `features = ["verbs"]` without UCX.
 //!
@@ -74,6 +78,8 @@
 //!
 //! ## Features
 #![doc = document_features::document_features!()]
+// docs.rs (`[package.metadata.docs.rs]`) marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     feature = "verbs",
     doc = r#"
@@ -171,11 +177,11 @@ pub use ferrovia_verbs_transport as verbs_transport;
 // names a program meets through `AsyncNode`'s methods, not types it types.
 pub use ferrovia_async::{Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode};
 pub use ferrovia_channel::{
-    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, DrainError, Gather, MultiChannel,
-    PeerAtomicWorkRequest, PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest,
-    PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
-    ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone,
-    WriteWorkRequest,
+    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, ChannelStats, DrainError, Gather,
+    LatencyHistogram, MultiChannel, OpCounts, PeerAtomicWorkRequest, PeerReadWorkRequest,
+    PeerReceiveWorkRequest, PeerSendWorkRequest, PeerStats, PeerWriteWorkRequest, PollingScope,
+    ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopedPendingWork, SendWorkRequest,
+    TransportError, TransportResult, WorkDone, WriteWorkRequest,
 };
 pub use ferrovia_mr::{
     Local, MemoryRegionView, MrError, MrRegistry, RegisterOptions, RegisteredBuffer,

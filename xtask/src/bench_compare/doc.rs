@@ -137,8 +137,13 @@ pub(crate) fn mooncake_line(venv: &Result<Venv, String>, tcp: &Anchor, rdma: &An
     )
 }
 
-/// docs/benchmarks.md.
-pub(crate) fn document(machine: &[String], tables: &str, notes: &[String]) -> String {
+/// docs/benchmarks.md; `plotted`: the ratios' plot was written beside it.
+pub(crate) fn document(
+    machine: &[String],
+    tables: &str,
+    notes: &[String],
+    plotted: bool,
+) -> String {
     let mut doc = format!(
         "# Benchmarks: ferrovia next to perftest, ucx_perftest and the Mooncake Transfer \
          Engine\n\n\
@@ -166,6 +171,18 @@ pub(crate) fn document(machine: &[String], tables: &str, notes: &[String]) -> St
          numbers or across runs. The UCX rows \
          ran natively, server and client sharing the host's CPUs.\n\n## Results\n\n",
     );
+    if plotted {
+        doc.push_str(&format!(
+            "![ferrovia against its reference, per cell]({})\n\n\
+             The ratios of the pair tables below, a row per cell: right of 1, ferrovia is \
+             faster (for latency the plot shows the inverse of the table's ratio).\n\n",
+            super::PLOT
+        ));
+    }
+    doc.push_str(&format!(
+        "Every number of these tables, each run's too, for programs: [{0}]({0}).\n\n",
+        super::JSON
+    ));
     doc.push_str(tables);
     if !notes.is_empty() {
         doc.push_str("\nNotes on the run:\n\n");
@@ -203,6 +220,7 @@ mod tests {
             &["Host: a CPU".into()],
             "| table |\n",
             &["the VM ended with exit status 124".into()],
+            true,
         );
         assert!(doc.starts_with("# Benchmarks"), "{doc}");
         assert!(
@@ -211,7 +229,18 @@ mod tests {
         );
         assert!(doc.contains("## Machine\n\n- Host: a CPU\n"), "{doc}");
         assert!(doc.contains("only meaningful as ratios"), "{doc}");
-        assert!(doc.contains("## Results\n\n| table |\n"), "{doc}");
+        assert!(
+            doc.contains(
+                "## Results\n\n![ferrovia against its reference, per cell](benchmarks-ratios.svg)"
+            ),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("for programs: [benchmarks.json](benchmarks.json).\n\n| table |\n"),
+            "{doc}"
+        );
+        let unplotted = document(&[], "| table |\n", &[], false);
+        assert!(!unplotted.contains(".svg"), "{unplotted}");
         assert!(
             doc.ends_with("- the VM ended with exit status 124\n"),
             "{doc}"

@@ -27,11 +27,13 @@
 
 mod batch;
 mod doc;
+mod json;
 pub(crate) mod mooncake;
 mod pair;
 mod pairs;
 mod parse;
 mod plan;
+mod plot;
 mod report;
 mod stages;
 mod transfer;
@@ -93,6 +95,10 @@ const HOST_LIMITS: Limits = Limits {
 };
 /// Where the report goes, relative to the workspace root.
 const DOC: &str = "docs/benchmarks.md";
+/// Beside it (file names in the same directory): every number of its
+/// tables for programs, and the plot of the ratios that it shows.
+const JSON: &str = "benchmarks.json";
+const PLOT: &str = "benchmarks-ratios.svg";
 
 /// `cargo xtask bench --compare [--ucx-only]`.
 pub(crate) fn command(ucx_only: bool) -> Result<u8> {
@@ -194,9 +200,12 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
     for note in &notes {
         say!("xtask bench: {note}");
     }
+    let docs = workspace::root().join("docs");
+    let plotted = write_machine_readable(&docs, &records, &batches, &device, &machine)?;
     let doc_path = workspace::root().join(DOC);
     let old = std::fs::read_to_string(&doc_path).unwrap_or_default();
-    let doc = doc::keep_design_measurements(doc::document(&machine, &tables, &notes), &old);
+    let doc = doc::document(&machine, &tables, &notes, plotted);
+    let doc = doc::keep_design_measurements(doc, &old);
     std::fs::write(&doc_path, doc)
         .map_err(|e| io_failure(format!("cannot write {}", doc_path.display()), e))?;
     let measured = records
@@ -206,15 +215,41 @@ pub(crate) fn command(ucx_only: bool) -> Result<u8> {
     let batched = batches.iter().filter(|r| r.outcome.is_ok()).count();
     say!(
         "xtask bench: {measured} of {} pair runs and {batched} of {} batch runs measured in {} s; \
-         wrote {DOC}",
+         wrote {DOC}, {JSON}{}",
         records.len(),
         batches.len(),
-        started.elapsed().as_secs()
+        started.elapsed().as_secs(),
+        if plotted {
+            format!(" and {PLOT}")
+        } else {
+            String::new()
+        }
     );
     if measured + batched == 0 {
         return Err(Failure::new("nothing could be measured"));
     }
     Ok(0)
+}
+
+/// Writes [`JSON`] and, when some cell has both medians, [`PLOT`] (their
+/// file names) into `dir`; whether the plot was written.
+fn write_machine_readable(
+    dir: &Path,
+    records: &[Record],
+    batches: &[batch::Record],
+    device: &str,
+    machine: &[String],
+) -> Result<bool> {
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| io_failure(format!("cannot write {}", path.display()), e))
+    };
+    write(JSON, &json::document(records, batches, device, machine))?;
+    match plot::svg(records, device) {
+        Some(svg) => write(PLOT, &svg).map(|()| true),
+        None => Ok(false),
+    }
 }
 
 /// The host's stages, each until its deadline in `ends`: the UCX pairs,
@@ -279,6 +314,12 @@ fn ucx_only_command() -> Result<u8> {
     let text = scratch.read();
     let records: Vec<Record> = text.lines().filter_map(parse::parse_record).collect();
     let batches: Vec<batch::Record> = text.lines().filter_map(batch::parse_line).collect();
+    let dir = workspace::root().join("target").join("xtask");
+    write_machine_readable(&dir, &records, &batches, "rxe0", &[])?;
+    say!(
+        "xtask bench: {JSON} and {PLOT} of this run in {}",
+        dir.display()
+    );
     let skipped = Anchor::skipped("not run by --ucx-only");
     let anchors = [(Transport::UcxTcp, "Mooncake tcp", &skipped)];
     say!(

@@ -204,10 +204,8 @@ pub(crate) struct Invocation {
     pub(crate) env: Vec<(String, String)>,
     /// The TCP ports the server listens on once it is ready for the client.
     pub(crate) listen: Vec<u16>,
-    /// Pin the server to CPU 0 and the client to CPU 1 (host runs: on a
-    /// two-core machine, the tools' busy-polling threads and ferrovia's
-    /// progress threads otherwise take turns on both cores, and a pair
-    /// stalls whenever one side is descheduled).
+    /// Pin the server to CPU 0 and the client to CPU 1 (host runs; see
+    /// `doc.rs` for why).
     pub(crate) pin: bool,
 }
 

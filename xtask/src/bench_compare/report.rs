@@ -58,9 +58,11 @@ pub(crate) fn median(values: &[f64]) -> Option<f64> {
 
 /// What one tool gave in one cell.
 #[derive(Debug, Default, Clone, PartialEq)]
-struct Runs {
-    values: Vec<f64>,
-    attempted: usize,
+pub(super) struct Runs {
+    /// The numbers of the runs that gave one, in the order they ran.
+    pub(super) values: Vec<f64>,
+    /// Runs started, numbers or not.
+    pub(super) attempted: usize,
 }
 
 /// The median of `tool`'s runs in `case` and how many gave a number.
@@ -70,7 +72,7 @@ pub(crate) fn tool_runs(records: &[Record], case: &Case, tool: Tool) -> (Option<
 }
 
 /// The runs of `tool` in `case`.
-fn runs(records: &[Record], case: &Case, tool: Tool) -> Runs {
+pub(super) fn runs(records: &[Record], case: &Case, tool: Tool) -> Runs {
     let mut runs = Runs::default();
     for r in records.iter().filter(|r| {
         r.transport == case.transport

@@ -8,7 +8,9 @@
 mod code_map;
 mod ffi_tree;
 mod files;
+mod links;
 mod never_edges;
+mod package_meta;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -185,4 +187,62 @@ fn no_crate_depends_where_the_architecture_says_never() {
         &packages,
         &crate::layering::edges(&metadata),
     ));
+}
+
+#[test]
+fn published_crates_carry_their_package_metadata() {
+    let manifests: Vec<package_meta::Manifest> = metadata()
+        .workspace_packages()
+        .iter()
+        .map(|p| {
+            let dir = p.manifest_path.parent().unwrap();
+            package_meta::Manifest {
+                name: p.name.to_string(),
+                publish: p.publish.clone(),
+                description: p.description.clone(),
+                readme: p.readme.as_ref().map(|r| dir.join(r).is_file()),
+                keywords: p.keywords.clone(),
+                categories: p.categories.clone(),
+                documentation: p.documentation.clone(),
+                homepage: p.homepage.clone(),
+                repository: p.repository.clone(),
+                docs_rs: p.metadata["docs"]["rs"].is_object(),
+                rust_version: p.rust_version.is_some(),
+            }
+        })
+        .collect();
+    assert!(manifests.len() > crate::workspace::UNPUBLISHED.len());
+    report(&package_meta::gaps(&manifests));
+}
+
+#[test]
+fn every_link_of_the_documents_leads_somewhere() {
+    let root = workspace::root();
+    let mut docs = vec!["README.md".to_string(), "CHANGELOG.md".to_string()];
+    for dir in ["docs", "ci"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".md") {
+                docs.push(format!("{dir}/{name}"));
+            }
+        }
+    }
+    for package in metadata().workspace_packages() {
+        let readme = package.manifest_path.parent().unwrap().join("README.md");
+        if readme.is_file() {
+            docs.push(readme.strip_prefix(&root).unwrap().to_string());
+        }
+    }
+    let read = |p: &Path| -> Option<String> {
+        if p.is_dir() {
+            Some(String::new())
+        } else {
+            std::fs::read_to_string(p).ok()
+        }
+    };
+    let bad: Vec<String> = docs
+        .iter()
+        .flat_map(|d| links::broken(&root, d, &read))
+        .collect();
+    report(&bad);
 }

@@ -237,8 +237,8 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The libraries' `log` records on stderr, filtered per target by
-/// `RUST_LOG` (silent when it is unset).
+/// The libraries' `tracing` events (with their spans) on stderr, filtered
+/// per target by `RUST_LOG` (silent when it is unset).
 fn init_logs() {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::builder()

@@ -332,13 +332,13 @@ impl Run {
         match f.landed() {
             Landed::All => Poll::Ready(Ok(())),
             Landed::Failed(to) => {
-                log::debug!(
+                tracing::debug!(
                     "barrier passed; its signal write to rank {to} failed (its connection ended)"
                 );
                 Poll::Ready(Ok(()))
             }
             Landed::Waiting(to) if f.is_broken(to) => {
-                log::debug!(
+                tracing::debug!(
                     "barrier passed; its signal write to rank {to} is flushed (its connection broke)"
                 );
                 Poll::Ready(Ok(()))
@@ -407,7 +407,7 @@ impl Run {
             }
         }
         if missing.is_empty() {
-            log::warn!(
+            tracing::warn!(
                 "barrier failed after {after:?}: every rank arrived, rank {waited_on} did not complete"
             );
             BarrierError::Incomplete {
@@ -415,7 +415,7 @@ impl Run {
                 after,
             }
         } else {
-            log::warn!("barrier failed after {after:?}: rank(s) {missing:?} did not arrive");
+            tracing::warn!("barrier failed after {after:?}: rank(s) {missing:?} did not arrive");
             BarrierError::Timeout { missing, after }
         }
     }

@@ -84,7 +84,7 @@ impl<'s, 'scope, 'env, M: Member> ScopeFabric<'s, 'scope, 'env, M> {
                 stuck.sort_unstable();
                 stuck.dedup();
                 for p in stuck {
-                    log::warn!(
+                    tracing::warn!(
                         "barrier failed; its writes to rank {p} did not complete within {within:?}: flushing that connection"
                     );
                     self.give_up(p);

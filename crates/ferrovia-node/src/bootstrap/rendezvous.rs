@@ -86,7 +86,7 @@ impl Rendezvous {
         let at = address::listen_addr(&hp);
         let listener = TcpListener::bind(at).map_err(|e| io(&format!("listen on {at}"), e))?;
         let local = listener.local_addr().map_err(|e| io("listen", e))?;
-        log::debug!("rendezvous: rank 0 listens on {local} (configured {hp})");
+        tracing::debug!("rendezvous: rank 0 listens on {local} (configured {hp})");
         Ok(Rendezvous { listener, local })
     }
 
@@ -109,7 +109,19 @@ impl Rendezvous {
         blobs: Vec<Vec<u8>>,
     ) -> Result<(Session, Vec<Vec<u8>>), BootstrapError> {
         check_blobs(cfg, &blobs)?;
+        let _span = tracing::debug_span!(
+            "rendezvous",
+            rank = 0,
+            world_size = cfg.world_size,
+            listening = %self.local
+        )
+        .entered();
+        let started = Instant::now();
         let (streams, mine) = root::serve(self.listener, cfg, blobs)?;
+        tracing::debug!(
+            took_us = started.elapsed().as_micros() as u64,
+            "every rank checked in"
+        );
         Ok((
             Session {
                 streams,
@@ -131,7 +143,22 @@ pub fn exchange(
     if cfg.rank == 0 {
         Rendezvous::bind(cfg)?.exchange(cfg, blobs)
     } else {
-        member(cfg, blobs)
+        let _span = tracing::debug_span!(
+            "rendezvous",
+            rank = cfg.rank,
+            world_size = cfg.world_size,
+            at = %cfg.addr
+        )
+        .entered();
+        let started = Instant::now();
+        let r = member(cfg, blobs);
+        if r.is_ok() {
+            tracing::debug!(
+                took_us = started.elapsed().as_micros() as u64,
+                "met every rank through rank 0"
+            );
+        }
+        r
     }
 }
 
@@ -232,7 +259,7 @@ fn member(
                 ));
             }
             Err(Attempt::Dropped(e)) if Instant::now() + Duration::from_millis(100) < deadline => {
-                log::debug!(
+                tracing::debug!(
                     "rendezvous: rank 0 at {hp} dropped rank {}: {e}; again",
                     cfg.rank
                 );

@@ -95,7 +95,7 @@ pub(crate) fn warn_if_public(source: TokenSource, listening: std::net::SocketAdd
         && !listening.ip().is_loopback()
         && !WARNED.swap(true, Ordering::Relaxed)
     {
-        log::warn!(
+        tracing::warn!(
             "rendezvous: listening on {listening} with a job token derived from {name}, which is not a secret: anyone who can reach this port and read {name} can join; set FERROVIA_JOB_TOKEN to a secret to keep them out"
         );
     }

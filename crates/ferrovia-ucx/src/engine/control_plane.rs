@@ -64,7 +64,7 @@ struct Flushing {
 impl Engine {
     fn malformed(&self, why: &str) {
         self.shared.malformed.fetch_add(1, SeqCst);
-        log::warn!("ucx: dropped a malformed control message ({why})");
+        tracing::warn!("ucx: dropped a malformed control message ({why})");
     }
 
     /// Acts on one control message; a malformed one is counted and dropped.
@@ -143,7 +143,7 @@ impl Engine {
                         RemoteKey::Ready { rkey, info, mapped }
                     }
                     Err(e) => {
-                        log::warn!("ucx: peer {peer}'s key {key}: {e}");
+                        tracing::warn!("ucx: peer {peer}'s key {key}: {e}");
                         RemoteKey::Missing
                     }
                 }
@@ -259,7 +259,7 @@ impl Engine {
     /// nothing of ours any more, and nothing of ours may reach its memory
     /// (its registrations may outlive its transport).
     fn on_goodbye(&mut self, peer: usize) {
-        log::debug!("ucx: peer {peer} said goodbye");
+        tracing::debug!("ucx: peer {peer} said goodbye");
         let p = &mut self.peers[peer];
         p.departed = true;
         // Accesses with them may be in flight: destroyed at shutdown.
@@ -317,7 +317,7 @@ impl Engine {
             .collect();
         for &(peer, key) in &silent {
             if self.peers.get(peer).is_some_and(|p| p.failed.is_none()) {
-                log::warn!(
+                tracing::warn!(
                     "ucx: peer {peer} did not acknowledge the revocation of key {key} within {:?}; closing its endpoint",
                     self.dir.revocation_timeout
                 );
@@ -376,6 +376,7 @@ impl Engine {
     /// endpoints gracefully (bounded); then releases the remote keys.
     /// `Drop` destroys the worker.
     pub(super) fn close_all(&mut self) {
+        let _span = tracing::debug_span!("ucx_shutdown", peers = self.peers.len()).entered();
         self.recvs.cancel(self.worker, None);
         // Registrations that outlive the transport: once it is gone,
         // nothing would revoke them.
@@ -430,6 +431,7 @@ impl Engine {
             }
             if let Some(ep) = p.ep.take() {
                 let never_answered = self.cp.goodbye_pending.get(peer) == Some(&true);
+                tracing::debug!(peer, never_answered, departed, "ucx: closing the endpoint");
                 self.close_ep(ep, never_answered || departed);
             }
         }
@@ -441,7 +443,7 @@ impl Engine {
             .extend(self.cp.flushing.drain().map(|(_, f)| f.rkey));
         if self.closing > 0 {
             // Requests of those endpoints may still use the keys: leak them.
-            log::warn!(
+            tracing::warn!(
                 "ucx: {} endpoint(s) did not close in {CLOSE_GRACE:?}",
                 self.closing
             );

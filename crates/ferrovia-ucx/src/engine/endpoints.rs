@@ -28,7 +28,7 @@ impl Engine {
                 // Shared memory and self have no peer failure handling in
                 // UCX 1.13: without it a dead peer surfaces as the scope's
                 // timeout and flush instead.
-                log::info!(
+                tracing::info!(
                     "ucx: no transport to peer {j} detects peer failure; continuing without"
                 );
                 self.detect_failures = false;
@@ -52,7 +52,7 @@ impl Engine {
         self.addresses = addresses.to_vec();
         self.peers = eps.into_iter().map(Peer::new).collect();
         self.is_dirty = vec![false; self.peers.len()];
-        log::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
+        tracing::debug!("ucx: rank {me} connected to {} endpoints", self.peers.len());
         Ok(())
     }
 
@@ -81,7 +81,7 @@ impl Engine {
         self.addresses = vec![worker.to_vec()];
         self.peers = vec![Peer::new(ep)];
         self.is_dirty = vec![false];
-        log::debug!("ucx: endpoint to {addr} created");
+        tracing::debug!("ucx: endpoint to {addr} created");
         Ok(())
     }
 

@@ -83,7 +83,7 @@ impl Engine {
         if events::pending() {
             self.handle_events();
         }
-        log::debug!("ucx: endpoint to peer {peer} renewed (generation {old} -> {generation})");
+        tracing::debug!("ucx: endpoint to peer {peer} renewed (generation {old} -> {generation})");
         Ok(generation)
     }
 
@@ -104,12 +104,12 @@ impl Engine {
     pub(super) fn on_reset(&mut self, peer: usize, generation: u32) {
         let p = &self.peers[peer];
         if p.generation != generation || p.failed.is_some() {
-            log::debug!(
+            tracing::debug!(
                 "ucx: a reset of peer {peer}'s connection of generation {generation} arrived late; ignored"
             );
             return;
         }
-        log::info!(
+        tracing::info!(
             "ucx: peer {peer} flushed its connection to this side (generation {generation}); breaking this side too"
         );
         self.lose_peer(peer, Status::CONNECTION_RESET);
@@ -139,7 +139,9 @@ impl Engine {
                     .is_some_and(|p| p.failed.is_none() && tag::is_generation(tag, p.generation));
                 if !live {
                     self.shared.stale.fetch_add(1, Relaxed);
-                    log::debug!("ucx: dropped a pooled message of peer {peer}'s old connection");
+                    tracing::debug!(
+                        "ucx: dropped a pooled message of peer {peer}'s old connection"
+                    );
                     if self.shutdown || self.pool_cancelling {
                         // The pool is being flushed: report it as such.
                         return self.complete(Completion {
@@ -167,7 +169,7 @@ impl Engine {
                     return;
                 }
                 self.shared.stale.fetch_add(1, Relaxed);
-                log::debug!(
+                tracing::debug!(
                     "ucx: dropped a message of peer {peer}'s replaced connection (generation {generation})"
                 );
                 if self.peers.get(peer).and_then(|p| p.sweeping) == Some(generation)
@@ -184,7 +186,7 @@ impl Engine {
     /// told.
     fn break_for_length(&mut self, peer: usize) {
         if self.peers.get(peer).is_some_and(|p| p.failed.is_none()) {
-            log::warn!(
+            tracing::warn!(
                 "ucx: a message of peer {peer}'s was longer than its receive; breaking the connection"
             );
             self.fail_peer(peer, Status::MESSAGE_TRUNCATED);

@@ -70,7 +70,7 @@ impl Engine {
         if let Some(p) = self.peers.get_mut(0) {
             p.departed = true;
         }
-        log::debug!("ucx: the peer closed its link; failing its work");
+        tracing::debug!("ucx: the peer closed its link; failing its work");
         self.lose_peer(0, Status::CONNECTION_RESET);
         true
     }

@@ -192,7 +192,7 @@ pub(crate) fn with_engine<R>(
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut e))) {
         Ok(r) => Some(r),
         Err(_) => {
-            log::error!("UCX progress panicked on a user thread; the transport is dead");
+            tracing::error!("UCX progress panicked on a user thread; the transport is dead");
             e.poison();
             shared.alive.store(false, SeqCst);
             None
@@ -277,7 +277,7 @@ fn progress_thread(engine: EngineCell, shared: Arc<Shared>) {
         }
     }));
     if outcome.is_err() {
-        log::error!("the UCX progress thread panicked; the transport is dead");
+        tracing::error!("the UCX progress thread panicked; the transport is dead");
         // Requests in flight may still reference the worker: leak it
         // rather than destroy it under them.
         engine.lock().leak = true;

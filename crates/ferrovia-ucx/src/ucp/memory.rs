@@ -32,7 +32,7 @@ impl Drop for MemMap {
         // the context lives (`Arc`).
         let status = Status(unsafe { ffi::ucp_mem_unmap(self.ctx.raw(), self.raw) });
         if let Err(e) = check("ucp_mem_unmap", status) {
-            log::warn!("{e}");
+            tracing::warn!("{e}");
         }
     }
 }

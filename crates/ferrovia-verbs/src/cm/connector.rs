@@ -114,7 +114,7 @@ impl CmConnector {
             "resolving the route (RDMA_CM_EVENT_ROUTE_RESOLVED)",
             addr,
         )?;
-        log::debug!(
+        tracing::debug!(
             "RDMA CM: {addr} resolved to {} port {}",
             id.device_name().unwrap_or_default(),
             id.port_num()
@@ -276,7 +276,7 @@ impl CmResolved {
         )?;
         qp_state::to_rts(&self.id, qp, addr, None, self.params.min_rnr_timer)?;
         self.id.establish(addr)?;
-        log::debug!(
+        tracing::debug!(
             "RDMA CM: QP {} connected to {addr} (peer QP {})",
             qp.qp_num(),
             answer.offer.qp_num

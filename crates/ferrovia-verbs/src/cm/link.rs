@@ -96,7 +96,7 @@ impl CmLink {
             && !self.disconnected.swap(true, Ordering::AcqRel)
             && let Err(e) = self.id.disconnect(self.peer)
         {
-            log::debug!("answering the disconnect of {}: {e}", self.peer);
+            tracing::debug!("answering the disconnect of {}: {e}", self.peer);
         }
     }
 

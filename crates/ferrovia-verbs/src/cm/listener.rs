@@ -93,7 +93,7 @@ impl CmListenerBuilder {
         id.bind(addr)?;
         id.listen(addr, self.backlog)?;
         let local = id.local_addr().unwrap_or(addr);
-        log::debug!("RDMA CM: listening on {local}");
+        tracing::debug!("RDMA CM: listening on {local}");
         Ok(CmListener {
             id,
             local,
@@ -156,7 +156,7 @@ impl CmListener {
                 return Err(CmError::DeviceRemoved { addr: self.local });
             }
             if kind != CmEventType::CONNECT_REQUEST {
-                log::debug!("RDMA CM listener {}: skipping {kind}", self.local);
+                tracing::debug!("RDMA CM listener {}: skipping {kind}", self.local);
                 continue;
             }
             // SAFETY: `raw.id` is the new id of the connect request just
@@ -165,7 +165,7 @@ impl CmListener {
             let id = unsafe { CmId::adopt(raw.id, self.local) }?;
             let peer = id.peer_addr().unwrap_or(self.local);
             if raw.event.status() != 0 {
-                log::debug!(
+                tracing::debug!(
                     "RDMA CM listener {}: dropping a failed request from {peer} (status {})",
                     self.local,
                     raw.event.status()
@@ -359,7 +359,7 @@ impl CmIncoming {
             "waiting for the client to confirm (RDMA_CM_EVENT_ESTABLISHED)",
             peer,
         )?;
-        log::debug!(
+        tracing::debug!(
             "RDMA CM: accepted {peer} on QP {} (client QP {})",
             qp.qp_num(),
             self.offer.qp_num

@@ -78,7 +78,7 @@ fn failure(mut ev: CmEvent, what: &'static str, addr: SocketAddr) -> Option<CmEr
         CmEventType::DISCONNECTED => CmError::Disconnected { addr },
         CmEventType::DEVICE_REMOVAL => CmError::DeviceRemoved { addr },
         CmEventType::ADDR_CHANGE | CmEventType::TIMEWAIT_EXIT => {
-            log::debug!("{what} for {addr}: skipping {kind}");
+            tracing::debug!("{what} for {addr}: skipping {kind}");
             return None;
         }
         _ => CmError::UnexpectedEvent {

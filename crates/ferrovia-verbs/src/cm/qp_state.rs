@@ -128,6 +128,6 @@ pub(crate) fn to_rts(
 /// posted on it stays pending; the connection's error is what matters.
 pub(crate) fn abandon(qp: &QueuePair) {
     if let Err(e) = qp.to_error() {
-        log::debug!("QP {} of a failed connection: {e}", qp.qp_num());
+        tracing::debug!("QP {} of a failed connection: {e}", qp.qp_num());
     }
 }

@@ -68,6 +68,7 @@ fn connect_all(
                 peer: Some(j),
                 source: Box::new(e),
             })?;
+            tracing::debug!(peer = j, "connected (queue pair ready to send)");
         }
     }
     Ok(())

@@ -180,15 +180,15 @@ impl Log {
     fn line(&self, what: &str, peer: SocketAddr, why: &str) {
         let why = truncate(why, MAX_REASON);
         if self.refused + self.dropped <= LOGGED {
-            log::warn!("rendezvous: {what} a connection from {peer}: {why}");
+            tracing::warn!("rendezvous: {what} a connection from {peer}: {why}");
         } else {
-            log::debug!("rendezvous: {what} a connection from {peer}: {why}");
+            tracing::debug!("rendezvous: {what} a connection from {peer}: {why}");
         }
     }
 
     fn summary(&self) {
         if self.refused + self.dropped > LOGGED {
-            log::warn!(
+            tracing::warn!(
                 "rendezvous: refused {} and dropped {} connections in all (the first {LOGGED} logged)",
                 self.refused,
                 self.dropped
@@ -296,7 +296,7 @@ impl Server<'_> {
                 }
                 Step::Closed => {
                     busy = true;
-                    log::debug!("rendezvous: {} closed without a word", c.peer);
+                    tracing::debug!("rendezvous: {} closed without a word", c.peer);
                 }
                 Step::Failed(e) => {
                     busy = true;
@@ -314,7 +314,9 @@ impl Server<'_> {
                             c.since = Instant::now();
                             self.joined.push((rank, c));
                         }
-                        Ok(rank) => log::debug!("rendezvous: rank {rank} left before its welcome"),
+                        Ok(rank) => {
+                            tracing::debug!("rendezvous: rank {rank} left before its welcome")
+                        }
                         Err(reason) => self.refuse(c, &reason),
                     }
                 }
@@ -339,7 +341,7 @@ impl Server<'_> {
                 Step::Frame(Msg::Blobs { blobs }) if blobs.len() == n => {
                     busy = true;
                     arrived += 1;
-                    log::debug!("rendezvous: rank {rank} checked in");
+                    tracing::debug!("rendezvous: rank {rank} checked in");
                     self.checked[rank] = Some(CheckIn {
                         rank,
                         stream: c.stream,
@@ -360,7 +362,7 @@ impl Server<'_> {
                             self.refuse(c, &why);
                         }
                         Step::Failed(e) => self.refuse(c, &format!("rank {rank}: {e}")),
-                        _ => log::debug!("rendezvous: rank {rank} left before checking in"),
+                        _ => tracing::debug!("rendezvous: rank {rank} left before checking in"),
                     }
                 }
             }
@@ -393,7 +395,9 @@ impl Server<'_> {
                     // before it was accepted: never fatal. Shed what costs
                     // a descriptor and try again next turn.
                     if !self.accept_failing {
-                        log::warn!("rendezvous: accept: {e}; shedding connections without a token");
+                        tracing::warn!(
+                            "rendezvous: accept: {e}; shedding connections without a token"
+                        );
                     }
                     self.accept_failing = true;
                     if self.closing.pop_front().is_none()

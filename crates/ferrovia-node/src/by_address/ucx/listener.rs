@@ -134,9 +134,9 @@ impl UcxSide {
     fn refuse(&self, peer: SocketAddr, why: &str) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= LOGGED_REFUSALS {
-            log::warn!("listener {}: dropped {peer}: {why}", self.local);
+            tracing::warn!("listener {}: dropped {peer}: {why}", self.local);
         } else {
-            log::debug!(
+            tracing::debug!(
                 "listener {}: dropped {peer}: {why} ({n} so far)",
                 self.local
             );
@@ -157,7 +157,7 @@ impl UcxSide {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) => {
                     // Out of descriptors and the like: shed, go on.
-                    log::warn!("listener {}: accept: {e}", self.local);
+                    tracing::warn!("listener {}: accept: {e}", self.local);
                     if let Some(old) = pending.pop_front() {
                         self.refuse(old.peer, "dropped to free a descriptor");
                     }

@@ -170,13 +170,13 @@ impl VerbsListener {
                 Decoded::Ours(Kind::Request, data) => data.to_vec(),
                 Decoded::Foreign(raw) => raw.to_vec(),
                 Decoded::Ours(kind, _) => {
-                    log::warn!("refusing {peer}: its request is framed as {kind:?}");
+                    tracing::warn!("refusing {peer}: its request is framed as {kind:?}");
                     self.refused.fetch_add(1, Ordering::Relaxed);
                     let _ = request.reject(&[]);
                     continue;
                 }
                 Decoded::Bad(why) => {
-                    log::warn!("refusing {peer}: {why}");
+                    tracing::warn!("refusing {peer}: {why}");
                     self.refused.fetch_add(1, Ordering::Relaxed);
                     let _ = request.reject(&[]);
                     continue;

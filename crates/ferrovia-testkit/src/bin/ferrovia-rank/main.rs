@@ -12,6 +12,7 @@ mod dead_peer;
 mod pool;
 mod rails;
 mod reconnect;
+mod stats;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -508,7 +509,9 @@ fn main() -> ExitCode {
     let ms = Duration::from_millis;
     let result = match cli.command {
         Command::Demo => demo(&mut node),
-        Command::Exchange { iters } => exchange(&mut node, iters),
+        Command::Exchange { iters } => {
+            exchange(&mut node, iters).map(|()| stats::print_if_asked(&node))
+        }
         Command::BarrierLoop { iters, timeout_ms } => {
             barrier_loop(&mut node, iters, ms(timeout_ms))
         }
