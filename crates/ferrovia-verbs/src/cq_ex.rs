@@ -79,7 +79,6 @@ const WC_FLAGS: u32 = sys::IBV_WC_EX_WITH_BYTE_LEN
 fn required(c: &sys::ibv_cq_ex, timestamps: bool) -> Option<&'static str> {
     [
         ("start_poll", c.start_poll.is_some()),
-        ("next_poll", c.next_poll.is_some()),
         ("end_poll", c.end_poll.is_some()),
         ("read_opcode", c.read_opcode.is_some()),
         ("read_vendor_err", c.read_vendor_err.is_some()),
@@ -170,8 +169,14 @@ pub(crate) fn create(
 }
 
 /// Polls up to `n` completions of `cq` into `out` (and their timestamps
-/// into `stamps`, when given) with one start/next/end sequence; returns
-/// how many were written.
+/// into `stamps`, when given); returns how many were written.
+///
+/// Each completion is taken by a start/end pair of its own, never by
+/// `ibv_next_poll`: soft-RoCE before rdma-core 55 (b78b414e0) advances
+/// its consumer index once more in `ibv_end_poll` after `ibv_next_poll`
+/// found the queue empty, so the next completion is skipped (a request
+/// that never completes), and before 61 (5e7aa4102) it unlocks the CQ
+/// twice. A start/end pair per completion is correct on every provider.
 ///
 /// # Safety
 /// `cq` must be a live extended CQ whose poll functions [`create`]
@@ -184,55 +189,37 @@ pub(crate) unsafe fn poll(
     n: usize,
     stamps: Option<*mut u64>,
 ) -> std::result::Result<usize, i32> {
-    if n == 0 {
-        return Ok(0);
-    }
     let c = cq.as_ptr();
     // SAFETY: checked at creation (`required`).
-    let (start, next, end) = unsafe {
+    let (start, end) = unsafe {
         (
             (*c).start_poll.unwrap_unchecked(),
-            (*c).next_poll.unwrap_unchecked(),
             (*c).end_poll.unwrap_unchecked(),
         )
     };
     let mut attr = sys::ibv_poll_cq_attr::default();
-    // SAFETY: a live extended CQ (our caller's contract).
-    match unsafe { start(c, &mut attr) } {
-        0 => {}
-        libc::ENOENT => return Ok(0),
-        e => return Err(e),
-    }
-    let mut got = 0;
-    loop {
+    for got in 0..n {
+        // SAFETY: a live extended CQ (our caller's contract).
+        match unsafe { start(c, &mut attr) } {
+            0 => {}
+            libc::ENOENT => return Ok(got),
+            // What was taken stands; the error comes back on the next poll.
+            _ if got > 0 => return Ok(got),
+            e => return Err(e),
+        }
         // SAFETY: `got < n`, inside `out` (and `stamps`); the CQ holds a
-        // current completion between a successful start/next and end.
+        // current completion between a successful start and its end, which
+        // consumes it.
         unsafe {
             out.add(got).write(read(c));
             if let Some(s) = stamps {
                 s.add(got)
                     .write((*c).read_completion_ts.unwrap_unchecked()(c));
             }
-        }
-        got += 1;
-        if got == n {
-            break;
-        }
-        // SAFETY: inside the poll sequence `start` opened.
-        match unsafe { next(c) } {
-            0 => {}
-            libc::ENOENT => break,
-            e => {
-                // SAFETY: closes the sequence; the entries taken so far
-                // are consumed and written out.
-                unsafe { end(c) };
-                return if got > 0 { Ok(got) } else { Err(e) };
-            }
+            end(c);
         }
     }
-    // SAFETY: closes the sequence `start` opened.
-    unsafe { end(c) };
-    Ok(got)
+    Ok(n)
 }
 
 /// The current completion as a `struct ibv_wc`.

@@ -150,7 +150,9 @@ unsafe fn one(q: *mut sys::ibv_qp_ex, w: &sys::ibv_send_wr, ud: bool) -> Result<
 
 /// Attaches the request's data: copied now if inline, else its SGEs.
 ///
-/// Inline data goes through `wr_set_inline_data` (one buffer), never
+/// Data of one element goes through `wr_set_sge` (lists of several never
+/// reach this path: see [`fits`]). Inline data goes through
+/// `wr_set_inline_data` (one buffer), never
 /// `wr_set_inline_data_list`: soft-RoCE's list setter before rdma-core 64
 /// (commit 1e8ed0aff) never adds up the lengths, so it sends 0 bytes and
 /// copies several parts past the WQE's inline area. Several parts are
@@ -198,10 +200,37 @@ unsafe fn data(q: *mut sys::ibv_qp_ex, w: &sys::ibv_send_wr) -> Result<(), Refus
         unsafe { set(q, buf.as_mut_ptr().cast(), at) };
         return Ok(());
     }
-    // SAFETY: the provider copies the list into the WQE; the memory it
-    // names follows our caller's contract.
-    unsafe { x.wr_set_sge_list.ok_or(missing)?(q, n, w.sg_list) };
+    match sges {
+        [] => {}
+        // SAFETY: the provider copies the element into the WQE; the memory
+        // it names follows our caller's contract.
+        [s] => unsafe { x.wr_set_sge.ok_or(missing)?(q, s.lkey, s.addr, s.length) },
+        // `fits` sent lists with such a request to ibv_post_send.
+        _ => return Err(libc::EINVAL),
+    }
     Ok(())
+}
+
+/// Whether every request of the list starting at `wr` takes this path:
+/// at most one element, or inline data. A request of several elements
+/// would need `wr_set_sge_list`, which soft-RoCE before rdma-core 64
+/// (406cd2ad0) gets wrong (it sums the first element's length `num_sge`
+/// times, and the kernel then fails the request or reads past the
+/// list); such a list goes through `ibv_post_send`, which may interleave
+/// with this path outside a batch.
+///
+/// # Safety
+/// `wr` starts a valid, NULL-terminated list.
+pub(crate) unsafe fn fits(mut wr: *const sys::ibv_send_wr) -> bool {
+    while !wr.is_null() {
+        // SAFETY: an element of our caller's list.
+        let w = unsafe { &*wr };
+        if w.num_sge > 1 && !goes_inline(w) {
+            return false;
+        }
+        wr = w.next;
+    }
+    true
 }
 
 /// Whether `w`'s data is copied inline on this path: asked for, and one

@@ -51,6 +51,8 @@ struct State {
     pending: u64,
     posted: u64,
     seq: u64,
+    /// Batches opened on the extended path (`wr_start`).
+    batches: u64,
 }
 
 impl Default for State {
@@ -62,6 +64,7 @@ impl Default for State {
             pending: 0,
             posted: 0,
             seq: 0,
+            batches: 0,
         }
     }
 }
@@ -148,7 +151,10 @@ unsafe fn begin(q: *mut sys::ibv_qp_ex, opcode: u32, rkey: u32, remote: u64) {
     }
 }
 
-unsafe extern "C" fn wr_start(_q: *mut sys::ibv_qp_ex) {}
+unsafe extern "C" fn wr_start(q: *mut sys::ibv_qp_ex) {
+    // SAFETY: called on the double's QP.
+    unsafe { state((*q).qp_base.qp_context).batches += 1 }
+}
 unsafe extern "C" fn wr_complete(_q: *mut sys::ibv_qp_ex) -> i32 {
     0
 }
@@ -165,16 +171,13 @@ unsafe extern "C" fn wr_rdma_read(q: *mut sys::ibv_qp_ex, rkey: u32, remote: u64
     // SAFETY: called on the double's QP.
     unsafe { begin(q, sys::IBV_WR_RDMA_READ, rkey, remote) }
 }
-unsafe extern "C" fn wr_set_sge_list(q: *mut sys::ibv_qp_ex, n: usize, list: *const sys::ibv_sge) {
-    // SAFETY: called on the double's QP with a list of `n` SGEs.
+unsafe extern "C" fn wr_set_sge(q: *mut sys::ibv_qp_ex, lkey: u32, addr: u64, len: u32) {
+    // SAFETY: called on the double's QP.
     unsafe {
         let st = state((*q).qp_base.qp_context);
         let mut w = st.cur;
-        w.num_sge = n.min(4);
-        for i in 0..w.num_sge {
-            let s = &*list.add(i);
-            w.sges[i] = (s.addr, s.length, s.lkey);
-        }
+        w.num_sge = 1;
+        w.sges[0] = (addr, len, lkey);
         push(st, w);
     }
 }
@@ -280,7 +283,7 @@ impl ProviderDouble {
         qp.wr_send = Some(wr_send);
         qp.wr_rdma_write = Some(wr_rdma_write);
         qp.wr_rdma_read = Some(wr_rdma_read);
-        qp.wr_set_sge_list = Some(wr_set_sge_list);
+        qp.wr_set_sge = Some(wr_set_sge);
         qp.wr_set_inline_data = Some(wr_set_inline_data);
         let mut cq = sys::ibv_cq_ex {
             context: ctx.get(),
@@ -340,6 +343,12 @@ impl ProviderDouble {
         unsafe { (*self.state.get()).posted }
     }
 
+    /// Batches opened through `ibv_wr_start` so far.
+    pub fn extended_batches(&self) -> u64 {
+        // SAFETY: as in `posted`.
+        unsafe { (*self.state.get()).batches }
+    }
+
     /// The last request's remote address and SGE lengths, as the fake
     /// provider recorded them.
     pub fn last(&self) -> Option<(u64, u64, Vec<u32>)> {
@@ -371,23 +380,27 @@ mod tests {
     #[test]
     fn both_post_paths_hand_the_provider_the_same_request() {
         let d = ProviderDouble::new();
-        let sges = [Sge::new(0x1000, 64, 5), Sge::new(0x2000, 8, 5)];
-        for (i, path) in [PostPath::Classic, PostPath::Extended]
-            .into_iter()
-            .enumerate()
-        {
-            let mut wr = SendWr::write(40 + i as u64, &sges, 0xbeef, 9);
+        let one = [Sge::new(0x1000, 64, 5)];
+        let two = [Sge::new(0x1000, 64, 5), Sge::new(0x2000, 8, 5)];
+        let cases = [
+            (PostPath::Classic, &one[..], 0),
+            (PostPath::Extended, &one[..], 1),
+            // Several elements go through ibv_post_send (rxe < 64's
+            // wr_set_sge_list miscounts them).
+            (PostPath::Extended, &two[..], 1),
+            (PostPath::Classic, &two[..], 1),
+        ];
+        for (i, (path, sges, batches)) in cases.into_iter().enumerate() {
+            let mut wr = SendWr::write(40 + i as u64, sges, 0xbeef, 9);
             d.post_send(path, &mut wr).unwrap();
-            assert_eq!(
-                d.last(),
-                Some((40 + i as u64, 0xbeef, vec![64, 8])),
-                "{path:?}"
-            );
+            let lens: Vec<u32> = sges.iter().map(|s| s.length()).collect();
+            assert_eq!(d.last(), Some((40 + i as u64, 0xbeef, lens)), "{path:?}");
+            assert_eq!(d.extended_batches(), batches, "case {i}");
         }
         let mut wcs = [MaybeUninit::uninit(); 8];
         assert_eq!(d.poll(PollPath::Classic, &mut wcs[..1]).unwrap().len(), 1);
         let got = d.poll(PollPath::Extended, &mut wcs).unwrap();
-        assert_eq!(got.len(), 1);
+        assert_eq!(got.len(), 3);
         assert_eq!(got[0].byte_len(), 64);
         assert!(d.poll(PollPath::Extended, &mut wcs).unwrap().is_empty());
     }

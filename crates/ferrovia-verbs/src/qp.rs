@@ -460,7 +460,8 @@ pub(crate) unsafe fn send_path(
     ud: bool,
     wr: &mut SendWr<'_>,
 ) -> Result<()> {
-    if let Some(ex) = ex {
+    // SAFETY: `wr.as_raw()` is a valid list for the call.
+    if let Some(ex) = ex.filter(|_| unsafe { post_ex::fits(wr.as_raw()) }) {
         // SAFETY: our caller's contract; a refused batch posted nothing.
         return unsafe { post_ex::post(ex, wr.as_raw(), ud) }.map_err(|errno| VerbsError::Post {
             verb: "ibv_wr_complete",

@@ -65,7 +65,7 @@ fn required(x: &sys::ibv_qp_ex, ud: bool) -> [(&'static str, bool); 6] {
         ("wr_complete", x.wr_complete.is_some()),
         ("wr_abort", x.wr_abort.is_some()),
         ("wr_send", x.wr_send.is_some()),
-        ("wr_set_sge_list", x.wr_set_sge_list.is_some()),
+        ("wr_set_sge", x.wr_set_sge.is_some()),
         if ud {
             ("wr_set_ud_addr", x.wr_set_ud_addr.is_some())
         } else {
