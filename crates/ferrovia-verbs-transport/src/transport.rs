@@ -12,8 +12,9 @@ use std::time::Duration;
 use ferrovia_channel::transport::{Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport};
 use ferrovia_channel::{ChannelConfig, TransportError, TransportResult};
 use ferrovia_verbs::{
-    AsyncEvent, CompletionQueue, ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps,
-    QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
+    AsyncEvent, CompletionQueue, ConnectOptions, Context, CqOptions, Endpoint, PostPath,
+    ProtectionDomain, QpCaps, QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError,
+    WorkCompletion,
 };
 
 use crate::cm_watch::LinkWatch;
@@ -54,6 +55,8 @@ pub struct VerbsTransport {
     /// What every QP is built with (a renewed one too).
     caps: QpCaps,
     port: Option<u8>,
+    /// How every QP is posted to (a renewed one too).
+    post_path: PostPath,
     /// What every QP is connected with (a renewed one too).
     connect: ConnectOptions,
     /// Whether the device runs remote atomics (`atomic_cap`).
@@ -113,13 +116,16 @@ impl VerbsTransport {
                     "{peers} peers × {per_peer} entries + {pool} shared receives overflow a CQ"
                 ))
             })?;
-        let cq = CompletionQueue::with_channel(&ctx, depth).map_err(from_verbs)?;
+        let cq_opts = CqOptions::default()
+            .channel(true)
+            .poll_path(verbs.poll_path);
+        let cq = CompletionQueue::with_options(&ctx, depth, &cq_opts).map_err(from_verbs)?;
         let srq = match pool {
             0 => None,
             n => Some(SharedReceiveQueue::new(pd, n, caps.max_recv_sge).map_err(from_verbs)?),
         };
         let qps = (0..peers)
-            .map(|_| new_qp(pd, &cq, srq.as_ref(), caps, verbs.port))
+            .map(|_| new_qp(pd, &cq, srq.as_ref(), caps, verbs.port, verbs.post_path))
             .collect::<TransportResult<Vec<_>>>()?;
         let atomics = ctx
             .query_device()
@@ -147,6 +153,7 @@ impl VerbsTransport {
             qps: QpTable::new(qps),
             caps,
             port: verbs.port,
+            post_path: verbs.post_path,
             connect: verbs.connect,
             atomics,
             shared,
@@ -202,6 +209,7 @@ impl VerbsTransport {
             self.shared.as_ref().map(|p| &p.srq),
             self.caps,
             self.port,
+            self.post_path,
         )?;
         // The core sized its bookkeeping by the first QP's granted caps.
         let (old, new) = (self.qp(peer)?.caps(), qp.caps());
@@ -301,8 +309,11 @@ fn new_qp(
     srq: Option<&SharedReceiveQueue>,
     caps: QpCaps,
     port: Option<u8>,
+    post_path: PostPath,
 ) -> TransportResult<QueuePair> {
-    let mut b = QueuePair::builder(pd, cq, cq).caps(caps);
+    let mut b = QueuePair::builder(pd, cq, cq)
+        .caps(caps)
+        .post_path(post_path);
     if let Some(port) = port {
         b = b.port(port);
     }
