@@ -69,6 +69,16 @@ impl WorkCompletion {
             .then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
 
+    /// The key of the memory window the sender invalidated with this
+    /// message (a receive completion of a send with invalidate).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        let with_inv = sys::ibv_wc_flags::IBV_WC_WITH_INV.0;
+        // SAFETY: the union holds the invalidated rkey when
+        // IBV_WC_WITH_INV is set; both members are plain u32 anyway.
+        let rkey = unsafe { self.0.__bindgen_anon_1.invalidated_rkey };
+        (self.0.wc_flags & with_inv != 0).then_some(rkey)
+    }
+
     /// The local QP number the request belonged to.
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num

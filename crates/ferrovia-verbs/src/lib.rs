@@ -50,6 +50,7 @@ mod endpoint;
 mod error;
 mod gid;
 mod mr;
+mod mw;
 mod pd;
 mod port;
 mod post_ex;
@@ -77,6 +78,7 @@ pub use ferrovia_types::{
 };
 pub use gid::{Gid, GidEntry, GidType, pick_gid};
 pub use mr::MemoryRegion;
+pub use mw::MemoryWindow;
 pub use pd::ProtectionDomain;
 pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
 pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};

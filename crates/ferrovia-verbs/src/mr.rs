@@ -112,6 +112,11 @@ impl MemoryRegion {
         })
     }
 
+    /// The raw region, for `ferrovia-sys` calls (a window's bind names it).
+    pub fn as_raw(&self) -> *mut sys::ibv_mr {
+        self.mr.as_ptr()
+    }
+
     /// Local key, for SGEs.
     pub fn lkey(&self) -> u32 {
         // SAFETY: the MR is live until Drop.
