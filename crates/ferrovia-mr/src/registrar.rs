@@ -32,6 +32,13 @@ pub unsafe trait RegisteredKeys: Send + Sync {
     fn rkey(&self) -> u32;
     /// Access granted.
     fn access(&self) -> AccessFlags;
+
+    /// The backend's own keys, for its extensions to find (verbs: the
+    /// memory region a memory window is bound over); `None` (the
+    /// default): nothing to find.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Memory a registrar allocated itself, because its transport reaches

@@ -80,6 +80,13 @@ impl Registration<'_> {
         self.seg.rdma_base
     }
 
+    /// The backend's own keys of this registration, if they are a `T`
+    /// (see [`RegisteredKeys::as_any`](crate::RegisteredKeys::as_any)):
+    /// how a backend's extension reaches its registration object.
+    pub fn keys_as<T: 'static>(&self) -> Option<&T> {
+        self.seg._keys.as_any()?.downcast_ref()
+    }
+
     /// The view of the whole registration.
     pub fn view(&self) -> MemoryRegionView {
         self.seg.view_unchecked(self.seg.addr, self.seg.len)

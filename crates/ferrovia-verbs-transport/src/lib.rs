@@ -47,9 +47,12 @@ mod cm_watch;
 mod config;
 mod connect;
 mod error;
+mod internal;
 mod qp_table;
 mod registrar;
+mod shared_pool;
 mod transport;
+mod window;
 
 pub use builder::VerbsBuilder;
 pub use config::VerbsConfig;
@@ -58,3 +61,4 @@ pub use error::verbs_error;
 pub use qp_table::QpRef;
 pub use registrar::{VerbsRegistrar, registry};
 pub use transport::VerbsTransport;
+pub use window::{VerbsWindows, Window};

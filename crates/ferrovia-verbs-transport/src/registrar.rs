@@ -30,8 +30,9 @@ pub fn registry(pd: &ProtectionDomain) -> MrRegistry {
     MrRegistry::with_registrar(VerbsRegistrar::new(pd))
 }
 
-/// A verbs memory region as the registry's keys.
-struct VerbsKeys(MemoryRegion);
+/// A verbs memory region as the registry's keys (memory windows find
+/// the region through [`RegisteredKeys::as_any`]).
+pub(crate) struct VerbsKeys(pub(crate) MemoryRegion);
 
 // SAFETY: a verbs MR grants exactly the access it was registered with and
 // its keys never change; `ibv_dereg_mr` (the MR's drop) returns only once
@@ -46,6 +47,9 @@ unsafe impl RegisteredKeys for VerbsKeys {
     }
     fn access(&self) -> AccessFlags {
         self.0.access()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 

@@ -12,15 +12,16 @@ use std::time::Duration;
 use ferrovia_channel::transport::{Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport};
 use ferrovia_channel::{ChannelConfig, TransportError, TransportResult};
 use ferrovia_verbs::{
-    AsyncEvent, CompletionQueue, ConnectOptions, Context, CqOptions, Endpoint, PostPath,
-    ProtectionDomain, QpCaps, QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError,
-    WorkCompletion,
+    AsyncEvent, CompletionQueue, ConnectOptions, CqOptions, Endpoint, PostPath, ProtectionDomain,
+    QpCaps, QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::cm_watch::LinkWatch;
 use crate::config::VerbsConfig;
 use crate::error::from_verbs;
+use crate::internal::InternalOps;
 use crate::qp_table::{QpRef, QpTable};
+use crate::shared_pool::{LAST_WQE_WAIT, SharedPool};
 
 /// How many work requests are linked into one doorbell at most.
 const CHUNK: usize = 16;
@@ -65,25 +66,9 @@ pub struct VerbsTransport {
     shared: Option<SharedPool>,
     /// The connection manager's links of peers connected by address.
     links: LinkWatch,
+    /// The transport's own requests (memory windows).
+    pub(crate) internal: InternalOps,
 }
-
-/// A shared receive queue every QP of the channel takes its receives from.
-struct SharedPool {
-    srq: SharedReceiveQueue,
-    ctx: Context,
-    /// (QP number, peer), sorted: names the sender of a shared receive.
-    peer_of_qpn: RwLock<Vec<(u32, u32)>>,
-    /// Set when a limit event arrived since the last check.
-    limit_hit: AtomicBool,
-    /// Set once `flush_shared` left receives in the SRQ that no QP may
-    /// take: a renewed QP attached to it would.
-    flushed: AtomicBool,
-}
-
-/// How long a flush of the pool waits for each QP's last-WQE event; a
-/// device that raises none (soft-RoCE) has handed back the receives it
-/// took well within it.
-const LAST_WQE_WAIT: Duration = Duration::from_millis(200);
 
 impl VerbsTransport {
     /// `peers` RC queue pairs in `pd`, on a new CQ (and shared receive
@@ -158,6 +143,7 @@ impl VerbsTransport {
             atomics,
             shared,
             links: LinkWatch::new(peers),
+            internal: InternalOps::default(),
         })
     }
 
@@ -272,6 +258,39 @@ impl VerbsTransport {
             count: self.qps.len(),
         })
     }
+
+    /// One sleep of [`Transport::wait`]: (completions kept for the core,
+    /// completions that arrived).
+    fn wait_once(
+        &self,
+        out: &mut [Completion],
+        timeout: Duration,
+    ) -> TransportResult<(usize, usize)> {
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
+        let n = out.len().clamp(1, POLL_BATCH);
+        let got = if self.links.any() {
+            // Also wakes when a link has an event: a disconnect flushes.
+            let got = self
+                .cq
+                .wait_or(&mut wcs[..n], timeout, self.links.fds())
+                .map_err(from_verbs)?;
+            if got == 0 {
+                self.check_links();
+            }
+            got
+        } else {
+            match self.cq.wait(&mut wcs[..n], timeout) {
+                Ok(got) => got,
+                Err(VerbsError::Timeout { .. }) => 0,
+                Err(e) => return Err(from_verbs(e)),
+            }
+        };
+        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
+            *o = to_completion(wc);
+        }
+        self.name_senders(out, &wcs[..got]);
+        Ok((self.internal.filter(out, got), got))
+    }
 }
 
 fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
@@ -321,35 +340,6 @@ fn new_qp(
         b = b.srq(srq);
     }
     b.build().map_err(from_verbs)
-}
-
-impl SharedPool {
-    /// Reads the device's async events without waiting, up to `deadline`
-    /// for the ones `want` asks for; remembers a limit event of our SRQ.
-    fn read_events(&self, deadline: Duration, mut want: impl FnMut(&AsyncEvent) -> bool) {
-        let start = std::time::Instant::now();
-        loop {
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.ctx.next_async_event(left) {
-                Ok(Some(ev)) => {
-                    if let AsyncEvent::SrqLimitReached { srq } = ev
-                        && srq == self.srq.as_raw() as usize
-                    {
-                        self.limit_hit.store(true, Ordering::Relaxed);
-                    }
-                    log::debug!("async event: {ev:?}");
-                    if !want(&ev) {
-                        return;
-                    }
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    log::warn!("reading the device's async events: {e}");
-                    return;
-                }
-            }
-        }
-    }
 }
 
 fn to_completion(wc: &WorkCompletion) -> Completion {
@@ -447,34 +437,18 @@ unsafe impl Transport for VerbsTransport {
             *o = to_completion(wc);
         }
         self.name_senders(out, got);
-        Ok(got.len())
+        Ok(self.internal.filter(out, got.len()))
     }
 
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
-        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
-        let n = out.len().clamp(1, POLL_BATCH);
-        let got = if self.links.any() {
-            // Also wakes when a link has an event: a disconnect flushes.
-            let got = self
-                .cq
-                .wait_or(&mut wcs[..n], timeout, self.links.fds())
-                .map_err(from_verbs)?;
-            if got == 0 {
-                self.check_links();
+        let start = std::time::Instant::now();
+        loop {
+            let got = self.wait_once(out, timeout.saturating_sub(start.elapsed()))?;
+            // Only internal completions arrived: wait on, until the deadline.
+            if got.1 == 0 || got.0 > 0 || start.elapsed() >= timeout {
+                return Ok(got.0);
             }
-            got
-        } else {
-            match self.cq.wait(&mut wcs[..n], timeout) {
-                Ok(got) => got,
-                Err(VerbsError::Timeout { .. }) => 0,
-                Err(e) => return Err(from_verbs(e)),
-            }
-        };
-        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
-            *o = to_completion(wc);
         }
-        self.name_senders(out, &wcs[..got]);
-        Ok(got)
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {

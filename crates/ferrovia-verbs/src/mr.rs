@@ -117,6 +117,13 @@ impl MemoryRegion {
         self.mr.as_ptr()
     }
 
+    /// The protection domain it was registered in.
+    pub fn pd(&self) -> ProtectionDomain {
+        ProtectionDomain {
+            inner: self._pd.clone(),
+        }
+    }
+
     /// Local key, for SGEs.
     pub fn lkey(&self) -> u32 {
         // SAFETY: the MR is live until Drop.
