@@ -79,6 +79,18 @@ impl WorkCompletion {
         (self.0.wc_flags & with_inv != 0).then_some(rkey)
     }
 
+    /// The sending queue pair of a datagram (UD receive completions).
+    pub fn src_qp(&self) -> u32 {
+        self.0.src_qp
+    }
+
+    /// Whether a datagram's receive buffer begins with the packet's global
+    /// route header (`IBV_WC_GRH`); if not, its first 40 bytes are
+    /// undefined, and `byte_len` does not count them.
+    pub fn has_grh(&self) -> bool {
+        self.0.wc_flags & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0
+    }
+
     /// The local QP number the request belonged to.
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num

@@ -60,6 +60,7 @@ mod qp;
 mod qp_ex;
 mod srq;
 mod types_abi;
+mod ud;
 mod wr;
 
 pub use async_event::AsyncEvent;
@@ -84,4 +85,5 @@ pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
 pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};
 pub use qp_ex::PostPath;
 pub use srq::SharedReceiveQueue;
+pub use ud::{AddressHandle, DEFAULT_QKEY, DatagramAddress, GRH_BYTES, source_gid};
 pub use wr::{RecvWr, SendWr, link_recv, link_send};

@@ -142,6 +142,24 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// A datagram: a send on a UD queue pair to the queue pair `remote_qpn`
+    /// behind `ah`, which takes it only with Q_Key `remote_qkey`.
+    pub fn datagram(
+        wr_id: u64,
+        sges: &'a [Sge],
+        ah: &'a crate::AddressHandle,
+        remote_qpn: u32,
+        remote_qkey: u32,
+    ) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_SEND, sges);
+        wr.raw.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+            ah: ah.as_raw(),
+            remote_qpn,
+            remote_qkey,
+        };
+        wr
+    }
+
     /// Invalidates the window (type 2) whose current key is `rkey`, bound
     /// on this queue pair: accesses with it fail from then on.
     pub fn local_invalidate(wr_id: u64, rkey: u32) -> SendWr<'a> {
