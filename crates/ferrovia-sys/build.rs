@@ -170,6 +170,9 @@ fn main() {
         .allowlist_type("_*ibv_.*")
         .allowlist_var("_*IBV_.*")
         .allowlist_var("_*ibv_.*")
+        // ibv_advise_mr's flags are the kernel ABI's names.
+        .allowlist_var("IB_UVERBS_ADVISE_MR_.*")
+        .allowlist_type("ib_uverbs_advise_mr_flag")
         .allowlist_function(POINTER_ONLY_INLINES)
         .allowlist_function(SHIMS)
         .wrap_static_fns(true)

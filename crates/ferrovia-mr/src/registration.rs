@@ -97,8 +97,19 @@ impl Registration<'_> {
         self.view().sub_view(offset, len)
     }
 
-    /// The view of `bytes`, which must lie inside this registration.
+    /// Whether it is device memory (a dma-buf,
+    /// [`MrRegistry::register_dmabuf`](crate::MrRegistry::register_dmabuf)):
+    /// no bytes of it are in this process.
+    pub fn is_device_memory(&self) -> bool {
+        self.seg.device
+    }
+
+    /// The view of `bytes`, which must lie inside this registration (of
+    /// memory in this process: device memory has no bytes to borrow).
     pub fn view_of(&self, bytes: &[u8]) -> Result<MemoryRegionView, MrError> {
+        if self.seg.device {
+            return Err(MrError::DeviceMemory { id: self.seg.id });
+        }
         let addr = bytes.as_ptr() as usize;
         let end = checked_end(addr as u64, bytes.len() as u64)? as usize;
         if !self.seg.covers(addr, end) {

@@ -74,4 +74,20 @@ unsafe impl Registrar for VerbsRegistrar {
         .map_err(registration)?;
         Ok(Box::new(VerbsKeys(mr)))
     }
+
+    /// `ibv_reg_dmabuf_mr` in the protection domain: the kernel holds the
+    /// dma-buf for the region's life. Soft-RoCE refuses it
+    /// (`VerbsError::Unsupported`, inside the registry's error).
+    fn register_dmabuf(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        let mr = MemoryRegion::register_dmabuf(&self.pd, fd, offset, len, iova, access)
+            .map_err(registration)?;
+        Ok(Box::new(VerbsKeys(mr)))
+    }
 }
