@@ -122,6 +122,11 @@ mod tests {
         assert!(AccessFlags::ALL_REMOTE.contains(f));
         assert_eq!(f.to_string(), "LOCAL_WRITE | REMOTE_READ");
         assert_eq!(AccessFlags::NONE.to_string(), "none");
-        assert_eq!(AccessFlags::from_bits(0x40).to_string(), "0x40");
+        assert_eq!(AccessFlags::from_bits(0x40).to_string(), "ON_DEMAND");
+        assert_eq!(
+            (AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND).to_string(),
+            "LOCAL_WRITE | MW_BIND"
+        );
+        assert_eq!(AccessFlags::from_bits(0x100).to_string(), "0x100");
     }
 }
