@@ -53,12 +53,22 @@ const VERBS_FUNCTIONS: &[&str] = &[
     "ibv_ack_async_event",
     "ibv_event_type_str",
     "ibv_wc_status_str",
+    // Extended QPs (a cast inside libibverbs: only valid for a QP made by
+    // ibv_create_qp_ex), datagram address handles, dma-buf registration.
+    "ibv_qp_to_qp_ex",
+    "ibv_create_ah",
+    "ibv_destroy_ah",
+    "ibv_reg_dmabuf_mr",
 ];
 
 /// Static inlines that only call through function pointers of the
 /// context, QP or CQ (no exported symbol), so their wrappers need no
 /// libibverbs at link time.
-const POINTER_ONLY_INLINES: &str = "ibv_(post_send|post_recv|post_srq_recv|poll_cq|req_notify_cq|wr_.*|start_poll|next_poll|end_poll|wc_read_.*)";
+const POINTER_ONLY_INLINES: &str = "ibv_(post_send|post_recv|post_srq_recv|poll_cq|req_notify_cq|wr_.*|start_poll|next_poll|end_poll|wc_read_.*|create_cq_ex|cq_ex_to_cq|alloc_mw|dealloc_mw|bind_mw|inc_rkey|advise_mr)";
+
+/// ferrovia's own C shims (`shims.c`): extended verbs whose inlines fall
+/// back to exported functions, kept to their provider path.
+const SHIMS: &str = "ferrovia_(create_qp_ex|query_device_ex)";
 
 fn fail(msg: &str) -> ! {
     // One line a user can act on; cargo shows build-script stderr on failure.
@@ -134,6 +144,8 @@ fn generate(builder: bindgen::Builder, out: &Path) {
 
 fn main() {
     println!("cargo:rerun-if-changed=wrapper.h");
+    println!("cargo:rerun-if-changed=shims.h");
+    println!("cargo:rerun-if-changed=shims.c");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=FERROVIA_SYS_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
@@ -158,7 +170,11 @@ fn main() {
         .allowlist_type("_*ibv_.*")
         .allowlist_var("_*IBV_.*")
         .allowlist_var("_*ibv_.*")
+        // ibv_advise_mr's flags are the kernel ABI's names.
+        .allowlist_var("IB_UVERBS_ADVISE_MR_.*")
+        .allowlist_type("ib_uverbs_advise_mr_flag")
         .allowlist_function(POINTER_ONLY_INLINES)
+        .allowlist_function(SHIMS)
         .wrap_static_fns(true)
         .wrap_static_fns_path(&wrappers);
     if rdmacm {
@@ -186,6 +202,7 @@ fn main() {
 
     let mut cc = cc::Build::new();
     cc.file(wrappers.with_extension("c"))
+        .file(manifest_dir.join("shims.c"))
         .include(&manifest_dir)
         .warnings(false);
     if rdmacm {

@@ -80,6 +80,28 @@ impl<'env> Gather<'env> {
         })
     }
 
+    /// `range` of device memory (a dma-buf registration,
+    /// `MrRegistry::register_dmabuf`), which has no bytes in this process
+    /// to borrow: the registration is borrowed instead, so it stays
+    /// registered until the request is done. Only device memory: memory
+    /// of this process goes through [`Gather::new`] or [`Gather::range`].
+    pub fn device(
+        reg: &'env Registration<'_>,
+        range: Range<usize>,
+    ) -> TransportResult<Gather<'env>> {
+        if !reg.is_device_memory() {
+            return Err(MrError::AccessNotGranted {
+                what: "Gather::device",
+                needed: "a device-memory (dma-buf) registration",
+            }
+            .into());
+        }
+        Ok(Gather {
+            sge: sge_of(reg.view_at(range.start, range.len())?)?,
+            _bytes: PhantomData,
+        })
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.sge.length() as usize

@@ -146,6 +146,15 @@ pub enum TransportError {
         /// The remote rights the descriptor carries.
         granted: ferrovia_types::AccessFlags,
     },
+    /// A datagram longer than the datagram channel's limit (the smallest
+    /// of every peer's: a path MTU on verbs), refused before sending.
+    #[error("a {len}-byte datagram exceeds the limit of {max} bytes")]
+    DatagramTooLong {
+        /// Its length.
+        len: usize,
+        /// The channel's limit.
+        max: usize,
+    },
     /// A list post with no request in it.
     #[error("a list post needs at least one request")]
     EmptyList,

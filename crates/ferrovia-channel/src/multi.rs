@@ -108,6 +108,14 @@ impl MultiChannel {
         self.core.stats()
     }
 
+    /// Polls the transport once and routes what arrived to the requests
+    /// it completes; returns how many arrived. A backend's extension that
+    /// posts work of its own outside a scope (verbs memory windows) turns
+    /// the channel with it until that work completes.
+    pub fn progress(&self) -> TransportResult<usize> {
+        self.core.progress()
+    }
+
     /// Whether a drain deadline flushed the shared receive pool: it then
     /// takes no more receives, and a backend renews no connection that
     /// would draw from it.

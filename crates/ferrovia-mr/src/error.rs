@@ -51,6 +51,22 @@ pub enum MrError {
         /// Size of the region.
         size: u64,
     },
+    /// The backend (its registrar) does not offer this kind of
+    /// registration.
+    #[error("this backend does not offer {what}")]
+    NotOffered {
+        /// What was asked for, e.g. `"dma-buf registration"`.
+        what: &'static str,
+    },
+    /// The registration is device memory (a dma-buf): it has no bytes in
+    /// this process to borrow, so it is named by range
+    /// ([`Registration::view_at`](crate::Registration::view_at)), never by
+    /// a slice.
+    #[error("registration {id} is device memory (a dma-buf) with no bytes in this process")]
+    DeviceMemory {
+        /// The registration.
+        id: usize,
+    },
     /// The registration does not grant an access the operation needs.
     #[error("{what} needs access the registration was not given: {needed}")]
     AccessNotGranted {

@@ -102,6 +102,26 @@ impl<A: Access> RegisterOptions<A> {
         self.with_access(self.access | AccessFlags::REMOTE_ATOMIC)
     }
 
+    /// Lets memory windows be bound over the memory (verbs:
+    /// `IBV_ACCESS_MW_BIND`). It stays [`Local`] or [`Shared`] as it was:
+    /// a window grants a peer at most the remote rights these options
+    /// grant themselves, checked when it is bound.
+    pub fn allow_memory_windows(mut self) -> Self {
+        self.access |= AccessFlags::MW_BIND;
+        self
+    }
+
+    /// Registers on demand (verbs: `IBV_ACCESS_ON_DEMAND`): the device
+    /// maps pages when it first touches them instead of pinning them all
+    /// now (large or sparse memory). A device without on-demand paging
+    /// refuses it with a typed error naming the capability, before
+    /// registering anything; where it is offered, prefetching warms a
+    /// range first (`ferrovia-verbs`' `MemoryRegion::prefetch`).
+    pub fn on_demand(mut self) -> Self {
+        self.access |= AccessFlags::ON_DEMAND;
+        self
+    }
+
     /// Registers zero-based (`ibv_reg_mr_iova`), as caching allocators
     /// do: byte `i` of a page-aligned segment has RDMA address `i`. (A
     /// segment starting mid-page keeps its offset in the page; use

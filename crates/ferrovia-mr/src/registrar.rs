@@ -9,6 +9,7 @@
 //! from the rights a registrar reports, so a registrar that lies would
 //! let safe code reach freed memory or memory a peer writes.
 
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 
 use ferrovia_types::AccessFlags;
@@ -32,6 +33,13 @@ pub unsafe trait RegisteredKeys: Send + Sync {
     fn rkey(&self) -> u32;
     /// Access granted.
     fn access(&self) -> AccessFlags;
+
+    /// The backend's own keys, for its extensions to find (verbs: the
+    /// memory region a memory window is bound over); `None` (the
+    /// default): nothing to find.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Memory a registrar allocated itself, because its transport reaches
@@ -115,4 +123,23 @@ pub unsafe trait Registrar: Send + Sync {
         iova: Option<u64>,
         access: AccessFlags,
     ) -> Result<Box<dyn RegisteredKeys>, MrError>;
+
+    /// Registers `len` bytes of the dma-buf `fd` from byte `offset`, the
+    /// first at RDMA address `iova`, with `access`. The keys hold what
+    /// they need of the dma-buf (the kernel's reference, or a mapping of
+    /// it), so `fd` may be closed once this returns. The default: this
+    /// backend does not offer it ([`MrError::NotOffered`]).
+    fn register_dmabuf(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        let _ = (fd, offset, len, iova, access);
+        Err(MrError::NotOffered {
+            what: "dma-buf registration",
+        })
+    }
 }

@@ -80,6 +80,13 @@ impl Registration<'_> {
         self.seg.rdma_base
     }
 
+    /// The backend's own keys of this registration, if they are a `T`
+    /// (see [`RegisteredKeys::as_any`](crate::RegisteredKeys::as_any)):
+    /// how a backend's extension reaches its registration object.
+    pub fn keys_as<T: 'static>(&self) -> Option<&T> {
+        self.seg._keys.as_any()?.downcast_ref()
+    }
+
     /// The view of the whole registration.
     pub fn view(&self) -> MemoryRegionView {
         self.seg.view_unchecked(self.seg.addr, self.seg.len)
@@ -90,8 +97,19 @@ impl Registration<'_> {
         self.view().sub_view(offset, len)
     }
 
-    /// The view of `bytes`, which must lie inside this registration.
+    /// Whether it is device memory (a dma-buf,
+    /// [`MrRegistry::register_dmabuf`](crate::MrRegistry::register_dmabuf)):
+    /// no bytes of it are in this process.
+    pub fn is_device_memory(&self) -> bool {
+        self.seg.device
+    }
+
+    /// The view of `bytes`, which must lie inside this registration (of
+    /// memory in this process: device memory has no bytes to borrow).
     pub fn view_of(&self, bytes: &[u8]) -> Result<MemoryRegionView, MrError> {
+        if self.seg.device {
+            return Err(MrError::DeviceMemory { id: self.seg.id });
+        }
         let addr = bytes.as_ptr() as usize;
         let end = checked_end(addr as u64, bytes.len() as u64)? as usize;
         if !self.seg.covers(addr, end) {

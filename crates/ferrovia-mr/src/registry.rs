@@ -199,6 +199,7 @@ impl MrRegistry {
             let found = table.covering(start, end, |hit| {
                 let s = &hit.value.seg;
                 if s.owned.is_none()
+                    && !s.device
                     && s.access.contains(opts.access)
                     && opts.addressing == Addressing::Virtual
                     && s.rdma_base == s.addr as u64
@@ -257,6 +258,73 @@ impl MrRegistry {
         unsafe { self.inner.registrar.register(addr, len, iova, access) }
     }
 
+    /// Registers `len` bytes of the dma-buf `fd` from byte `offset`
+    /// (device memory: a GPU's, or host memory exported by `udmabuf`),
+    /// as the segment at device address `addr`: the address the program
+    /// knows the memory by (a caching allocator's segment base), which
+    /// views are looked up by ([`MrRegistry::view`]). Its first byte's
+    /// RDMA address is `addr`, or with
+    /// [`zero_based`](RegisterOptions::zero_based) `offset`'s offset within
+    /// a page (byte `i` of a page-aligned dma-buf range at RDMA address
+    /// `i`: a view at `addr + k` has RDMA address `k`), or an explicit
+    /// [`rdma_base`](RegisterOptions::rdma_base) sharing that offset.
+    ///
+    /// No byte of it is in this process: the registration is never a
+    /// slice; it is named by range (views, remote descriptors, and
+    /// `Gather::device` in the channel). `offset + len` must lie within the
+    /// dma-buf. A backend that cannot register dma-bufs, or a device that
+    /// refuses them (soft-RoCE), is a typed error, and nothing is
+    /// registered.
+    pub fn register_dmabuf<A: Access>(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        addr: u64,
+        opts: RegisterOptions<A>,
+    ) -> Result<Registration<'static>, MrError> {
+        if len == 0 {
+            return Err(MrError::ZeroLength { addr });
+        }
+        let end = checked_end(addr, len as u64)?;
+        let _ = usize::try_from(end).map_err(|_| MrError::Overflow {
+            addr,
+            len: len as u64,
+        })?;
+        let page = ferrovia_types::page_size() as u64;
+        let in_page = offset % page;
+        let iova = match opts.addressing {
+            Addressing::Virtual => addr,
+            Addressing::ZeroBased => in_page,
+            Addressing::Base(b) if b % page == in_page => b,
+            Addressing::Base(b) => {
+                return Err(MrError::MisalignedRdmaBase {
+                    addr: offset as usize,
+                    iova: b,
+                    page,
+                });
+            }
+        };
+        let keys = self
+            .inner
+            .registrar
+            .register_dmabuf(fd, offset, len, iova, opts.access)?;
+        let seg = Arc::new(Segment {
+            span: len,
+            rdma_base: iova,
+            lkey: keys.lkey(),
+            rkey: keys.rkey(),
+            access: keys.access(),
+            _keys: keys,
+            owned: None,
+            id: self.inner.next_id.fetch_add(1, Relaxed),
+            addr: addr as usize,
+            len,
+            device: true,
+        });
+        Ok(self.insert_segment(seg))
+    }
+
     /// Inserts a segment made of `keys` (and the memory it may own).
     fn insert_keys(
         &self,
@@ -281,7 +349,14 @@ impl MrRegistry {
             id: self.inner.next_id.fetch_add(1, Relaxed),
             addr: addr as usize,
             len,
+            device: false,
         });
+        self.insert_segment(seg)
+    }
+
+    /// Adds `seg` to the table and the counters.
+    fn insert_segment(&self, seg: Arc<Segment>) -> Registration<'static> {
+        let len = seg.len;
         let mut table = self.inner.table.write();
         let entry = Entry {
             rdma_base: seg.rdma_base,

@@ -129,6 +129,9 @@ pub(crate) struct Segment {
     /// (its padding, allocated and registered nowhere else).
     pub(crate) span: usize,
     pub(crate) rdma_base: u64,
+    /// Device memory (a dma-buf): `addr` is the device address views are
+    /// looked up by, not memory of this process.
+    pub(crate) device: bool,
 }
 
 // SAFETY: the raw pointer of OwnedMemory is only dereferenced by the unique

@@ -17,6 +17,7 @@ mod ucx;
 mod verbs;
 
 pub(crate) use ucx::RailSide as UcxRailSide;
+pub(crate) use verbs::DatagramSide as VerbsDatagramSide;
 pub(crate) use verbs::RailSide as VerbsRailSide;
 pub(crate) use verbs::{Settings as VerbsSettings, default_settings as default_verbs_settings};
 

@@ -43,6 +43,7 @@ pub mod bootstrap;
 mod by_address;
 mod control;
 mod control_path;
+mod datagrams;
 mod error;
 mod node;
 mod rail;
@@ -58,6 +59,7 @@ pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
+pub use datagrams::DatagramConfig;
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
 pub use node::{Node, NodeBuilder, NodeScope};
 pub use rail::{Rail, RailSpec};

@@ -218,7 +218,7 @@ impl Node {
 
     /// Trades `blobs` (`blobs[j]` for rank `j`) through rank 0's control
     /// port by `deadline`: what every rank made for this one.
-    fn trade(
+    pub(crate) fn trade(
         &self,
         blobs: Vec<Vec<u8>>,
         deadline: Instant,

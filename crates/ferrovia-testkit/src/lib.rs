@@ -7,6 +7,7 @@
 //! - registrars that need no device: [`NoDevice`], [`FakeRegistrar`];
 //! - [`Target`], a scope target over a bare `ChannelCore`;
 //! - [`CountingAlloc`], to show a path allocates nothing;
+//! - [`HostDmaBuf`], a real dma-buf of host memory (`udmabuf`, else `vgem`);
 //! - [`Job`], a multi-process job on loopback, and the child-process
 //!   helpers ([`finish`], [`Cost`], [`in_child_with`]);
 //! - `init_logs` (feature `ranks`): the rank programs' log output.
@@ -22,6 +23,7 @@
 mod alloc;
 mod child;
 mod counting;
+mod dmabuf;
 mod double;
 mod job;
 #[cfg(feature = "ranks")]
@@ -34,6 +36,7 @@ mod target;
 pub use alloc::{CountingAlloc, count_allocations};
 pub use child::{Cost, finish, in_child_with};
 pub use counting::Counting;
+pub use dmabuf::HostDmaBuf;
 pub use double::{Double, Mode};
 pub use job::{BackendEnv, Job};
 #[cfg(feature = "ranks")]

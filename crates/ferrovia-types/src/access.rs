@@ -20,6 +20,12 @@ impl AccessFlags {
     pub const REMOTE_READ: AccessFlags = AccessFlags(4);
     /// Peers may run atomics on the memory.
     pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(8);
+    /// Memory windows may be bound over the memory (`IBV_ACCESS_MW_BIND`):
+    /// a window grants peers at most the registration's own remote rights.
+    pub const MW_BIND: AccessFlags = AccessFlags(0x10);
+    /// Registered on demand (`IBV_ACCESS_ON_DEMAND`): pages are mapped
+    /// when the device touches them, not pinned at registration.
+    pub const ON_DEMAND: AccessFlags = AccessFlags(0x40);
     /// Local write plus remote read, write and atomics.
     pub const ALL_REMOTE: AccessFlags = AccessFlags(
         Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
@@ -68,6 +74,8 @@ impl std::fmt::Display for AccessFlags {
             (Self::REMOTE_WRITE, "REMOTE_WRITE"),
             (Self::REMOTE_READ, "REMOTE_READ"),
             (Self::REMOTE_ATOMIC, "REMOTE_ATOMIC"),
+            (Self::MW_BIND, "MW_BIND"),
+            (Self::ON_DEMAND, "ON_DEMAND"),
         ];
         let mut first = true;
         for (flag, name) in names {
@@ -77,7 +85,7 @@ impl std::fmt::Display for AccessFlags {
                 first = false;
             }
         }
-        let unknown = self.0 & !Self::ALL_REMOTE.0;
+        let unknown = self.0 & !(Self::ALL_REMOTE.0 | Self::MW_BIND.0 | Self::ON_DEMAND.0);
         if unknown != 0 {
             write!(f, "{}{unknown:#x}", if first { "" } else { " | " })?;
             first = false;
@@ -116,6 +124,11 @@ mod tests {
         assert!(AccessFlags::ALL_REMOTE.contains(f));
         assert_eq!(f.to_string(), "LOCAL_WRITE | REMOTE_READ");
         assert_eq!(AccessFlags::NONE.to_string(), "none");
-        assert_eq!(AccessFlags::from_bits(0x40).to_string(), "0x40");
+        assert_eq!(AccessFlags::from_bits(0x40).to_string(), "ON_DEMAND");
+        assert_eq!(
+            (AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND).to_string(),
+            "LOCAL_WRITE | MW_BIND"
+        );
+        assert_eq!(AccessFlags::from_bits(0x100).to_string(), "0x100");
     }
 }

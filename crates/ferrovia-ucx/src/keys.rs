@@ -361,6 +361,18 @@ unsafe impl Registrar for UcxRegistrar {
             dir: self.dir.clone(),
         }))
     }
+    /// Maps the dma-buf and registers the mapping (`crate::dmabuf`):
+    /// host-memory dma-bufs only.
+    fn register_dmabuf(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        crate::dmabuf::register(self, fd, offset, len, iova, access)
+    }
 }
 
 impl UcxRegistrar {

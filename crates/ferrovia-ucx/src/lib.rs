@@ -59,6 +59,7 @@ mod builder;
 mod by_address;
 mod context;
 mod control;
+mod dmabuf;
 mod engine;
 mod error;
 mod exposure;

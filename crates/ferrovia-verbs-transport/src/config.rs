@@ -4,7 +4,7 @@
 //! backend.
 
 use ferrovia_channel::ChannelConfig;
-use ferrovia_verbs::{ConnectOptions, QpCaps};
+use ferrovia_verbs::{ConnectOptions, PollPath, PostPath, QpCaps};
 
 /// The verbs settings of a transport. Non-exhaustive: start from
 /// `VerbsConfig::default()` and set fields, or use
@@ -25,6 +25,12 @@ pub struct VerbsConfig {
     pub max_inline: u32,
     /// Transport parameters of the connections.
     pub connect: ConnectOptions,
+    /// How posts reach the send queues (default [`PostPath::Auto`]:
+    /// `ibv_wr_*` where the provider offers it, else `ibv_post_send`).
+    pub post_path: PostPath,
+    /// How the completion queue is polled (default [`PollPath::Auto`]:
+    /// `ibv_start_poll` where the provider offers it, else `ibv_poll_cq`).
+    pub poll_path: PollPath,
 }
 
 impl Default for VerbsConfig {
@@ -37,6 +43,8 @@ impl Default for VerbsConfig {
             max_recv_sge: caps.max_recv_sge,
             max_inline: caps.max_inline_data,
             connect: ConnectOptions::default(),
+            post_path: PostPath::Auto,
+            poll_path: PollPath::Auto,
         }
     }
 }

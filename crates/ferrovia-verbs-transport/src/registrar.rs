@@ -30,8 +30,9 @@ pub fn registry(pd: &ProtectionDomain) -> MrRegistry {
     MrRegistry::with_registrar(VerbsRegistrar::new(pd))
 }
 
-/// A verbs memory region as the registry's keys.
-struct VerbsKeys(MemoryRegion);
+/// A verbs memory region as the registry's keys (memory windows find
+/// the region through [`RegisteredKeys::as_any`]).
+pub(crate) struct VerbsKeys(pub(crate) MemoryRegion);
 
 // SAFETY: a verbs MR grants exactly the access it was registered with and
 // its keys never change; `ibv_dereg_mr` (the MR's drop) returns only once
@@ -46,6 +47,9 @@ unsafe impl RegisteredKeys for VerbsKeys {
     }
     fn access(&self) -> AccessFlags {
         self.0.access()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -68,6 +72,22 @@ unsafe impl Registrar for VerbsRegistrar {
             }
         }
         .map_err(registration)?;
+        Ok(Box::new(VerbsKeys(mr)))
+    }
+
+    /// `ibv_reg_dmabuf_mr` in the protection domain: the kernel holds the
+    /// dma-buf for the region's life. Soft-RoCE refuses it
+    /// (`VerbsError::Unsupported`, inside the registry's error).
+    fn register_dmabuf(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Box<dyn RegisteredKeys>, MrError> {
+        let mr = MemoryRegion::register_dmabuf(&self.pd, fd, offset, len, iova, access)
+            .map_err(registration)?;
         Ok(Box::new(VerbsKeys(mr)))
     }
 }

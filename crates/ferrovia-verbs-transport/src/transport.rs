@@ -12,14 +12,16 @@ use std::time::Duration;
 use ferrovia_channel::transport::{Completion, OpKind, RecvOp, SendOp, SharedFlush, Transport};
 use ferrovia_channel::{ChannelConfig, TransportError, TransportResult};
 use ferrovia_verbs::{
-    AsyncEvent, CompletionQueue, ConnectOptions, Context, Endpoint, ProtectionDomain, QpCaps,
-    QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
+    AsyncEvent, CompletionQueue, ConnectOptions, CqOptions, Endpoint, PostPath, ProtectionDomain,
+    QpCaps, QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, VerbsError, WorkCompletion,
 };
 
 use crate::cm_watch::LinkWatch;
 use crate::config::VerbsConfig;
 use crate::error::from_verbs;
+use crate::internal::InternalOps;
 use crate::qp_table::{QpRef, QpTable};
+use crate::shared_pool::{LAST_WQE_WAIT, SharedPool};
 
 /// How many work requests are linked into one doorbell at most.
 const CHUNK: usize = 16;
@@ -54,6 +56,8 @@ pub struct VerbsTransport {
     /// What every QP is built with (a renewed one too).
     caps: QpCaps,
     port: Option<u8>,
+    /// How every QP is posted to (a renewed one too).
+    post_path: PostPath,
     /// What every QP is connected with (a renewed one too).
     connect: ConnectOptions,
     /// Whether the device runs remote atomics (`atomic_cap`).
@@ -62,25 +66,9 @@ pub struct VerbsTransport {
     shared: Option<SharedPool>,
     /// The connection manager's links of peers connected by address.
     links: LinkWatch,
+    /// The transport's own requests (memory windows).
+    pub(crate) internal: InternalOps,
 }
-
-/// A shared receive queue every QP of the channel takes its receives from.
-struct SharedPool {
-    srq: SharedReceiveQueue,
-    ctx: Context,
-    /// (QP number, peer), sorted: names the sender of a shared receive.
-    peer_of_qpn: RwLock<Vec<(u32, u32)>>,
-    /// Set when a limit event arrived since the last check.
-    limit_hit: AtomicBool,
-    /// Set once `flush_shared` left receives in the SRQ that no QP may
-    /// take: a renewed QP attached to it would.
-    flushed: AtomicBool,
-}
-
-/// How long a flush of the pool waits for each QP's last-WQE event; a
-/// device that raises none (soft-RoCE) has handed back the receives it
-/// took well within it.
-const LAST_WQE_WAIT: Duration = Duration::from_millis(200);
 
 impl VerbsTransport {
     /// `peers` RC queue pairs in `pd`, on a new CQ (and shared receive
@@ -113,13 +101,16 @@ impl VerbsTransport {
                     "{peers} peers × {per_peer} entries + {pool} shared receives overflow a CQ"
                 ))
             })?;
-        let cq = CompletionQueue::with_channel(&ctx, depth).map_err(from_verbs)?;
+        let cq_opts = CqOptions::default()
+            .channel(true)
+            .poll_path(verbs.poll_path);
+        let cq = CompletionQueue::with_options(&ctx, depth, &cq_opts).map_err(from_verbs)?;
         let srq = match pool {
             0 => None,
             n => Some(SharedReceiveQueue::new(pd, n, caps.max_recv_sge).map_err(from_verbs)?),
         };
         let qps = (0..peers)
-            .map(|_| new_qp(pd, &cq, srq.as_ref(), caps, verbs.port))
+            .map(|_| new_qp(pd, &cq, srq.as_ref(), caps, verbs.port, verbs.post_path))
             .collect::<TransportResult<Vec<_>>>()?;
         let atomics = ctx
             .query_device()
@@ -147,10 +138,12 @@ impl VerbsTransport {
             qps: QpTable::new(qps),
             caps,
             port: verbs.port,
+            post_path: verbs.post_path,
             connect: verbs.connect,
             atomics,
             shared,
             links: LinkWatch::new(peers),
+            internal: InternalOps::default(),
         })
     }
 
@@ -202,6 +195,7 @@ impl VerbsTransport {
             self.shared.as_ref().map(|p| &p.srq),
             self.caps,
             self.port,
+            self.post_path,
         )?;
         // The core sized its bookkeeping by the first QP's granted caps.
         let (old, new) = (self.qp(peer)?.caps(), qp.caps());
@@ -264,6 +258,39 @@ impl VerbsTransport {
             count: self.qps.len(),
         })
     }
+
+    /// One sleep of [`Transport::wait`]: (completions kept for the core,
+    /// completions that arrived).
+    fn wait_once(
+        &self,
+        out: &mut [Completion],
+        timeout: Duration,
+    ) -> TransportResult<(usize, usize)> {
+        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
+        let n = out.len().clamp(1, POLL_BATCH);
+        let got = if self.links.any() {
+            // Also wakes when a link has an event: a disconnect flushes.
+            let got = self
+                .cq
+                .wait_or(&mut wcs[..n], timeout, self.links.fds())
+                .map_err(from_verbs)?;
+            if got == 0 {
+                self.check_links();
+            }
+            got
+        } else {
+            match self.cq.wait(&mut wcs[..n], timeout) {
+                Ok(got) => got,
+                Err(VerbsError::Timeout { .. }) => 0,
+                Err(e) => return Err(from_verbs(e)),
+            }
+        };
+        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
+            *o = to_completion(wc);
+        }
+        self.name_senders(out, &wcs[..got]);
+        Ok((self.internal.filter(out, got), got))
+    }
 }
 
 fn to_wr<'a>(op: &SendOp, sges: &'a [Sge]) -> SendWr<'a> {
@@ -301,8 +328,11 @@ fn new_qp(
     srq: Option<&SharedReceiveQueue>,
     caps: QpCaps,
     port: Option<u8>,
+    post_path: PostPath,
 ) -> TransportResult<QueuePair> {
-    let mut b = QueuePair::builder(pd, cq, cq).caps(caps);
+    let mut b = QueuePair::builder(pd, cq, cq)
+        .caps(caps)
+        .post_path(post_path);
     if let Some(port) = port {
         b = b.port(port);
     }
@@ -310,35 +340,6 @@ fn new_qp(
         b = b.srq(srq);
     }
     b.build().map_err(from_verbs)
-}
-
-impl SharedPool {
-    /// Reads the device's async events without waiting, up to `deadline`
-    /// for the ones `want` asks for; remembers a limit event of our SRQ.
-    fn read_events(&self, deadline: Duration, mut want: impl FnMut(&AsyncEvent) -> bool) {
-        let start = std::time::Instant::now();
-        loop {
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.ctx.next_async_event(left) {
-                Ok(Some(ev)) => {
-                    if let AsyncEvent::SrqLimitReached { srq } = ev
-                        && srq == self.srq.as_raw() as usize
-                    {
-                        self.limit_hit.store(true, Ordering::Relaxed);
-                    }
-                    tracing::debug!("async event: {ev:?}");
-                    if !want(&ev) {
-                        return;
-                    }
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!("reading the device's async events: {e}");
-                    return;
-                }
-            }
-        }
-    }
 }
 
 fn to_completion(wc: &WorkCompletion) -> Completion {
@@ -436,34 +437,18 @@ unsafe impl Transport for VerbsTransport {
             *o = to_completion(wc);
         }
         self.name_senders(out, got);
-        Ok(got.len())
+        Ok(self.internal.filter(out, got.len()))
     }
 
     fn wait(&self, out: &mut [Completion], timeout: Duration) -> TransportResult<usize> {
-        let mut wcs = [WorkCompletion::default(); POLL_BATCH];
-        let n = out.len().clamp(1, POLL_BATCH);
-        let got = if self.links.any() {
-            // Also wakes when a link has an event: a disconnect flushes.
-            let got = self
-                .cq
-                .wait_or(&mut wcs[..n], timeout, self.links.fds())
-                .map_err(from_verbs)?;
-            if got == 0 {
-                self.check_links();
+        let start = std::time::Instant::now();
+        loop {
+            let got = self.wait_once(out, timeout.saturating_sub(start.elapsed()))?;
+            // Only internal completions arrived: wait on, until the deadline.
+            if got.1 == 0 || got.0 > 0 || start.elapsed() >= timeout {
+                return Ok(got.0);
             }
-            got
-        } else {
-            match self.cq.wait(&mut wcs[..n], timeout) {
-                Ok(got) => got,
-                Err(VerbsError::Timeout { .. }) => 0,
-                Err(e) => return Err(from_verbs(e)),
-            }
-        };
-        for (o, wc) in out.iter_mut().zip(&wcs[..got]) {
-            *o = to_completion(wc);
         }
-        self.name_senders(out, &wcs[..got]);
-        Ok(got)
     }
 
     fn flush(&self, peer: usize) -> TransportResult<()> {

@@ -69,6 +69,28 @@ impl WorkCompletion {
             .then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
     }
 
+    /// The key of the memory window the sender invalidated with this
+    /// message (a receive completion of a send with invalidate).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        let with_inv = sys::ibv_wc_flags::IBV_WC_WITH_INV.0;
+        // SAFETY: the union holds the invalidated rkey when
+        // IBV_WC_WITH_INV is set; both members are plain u32 anyway.
+        let rkey = unsafe { self.0.__bindgen_anon_1.invalidated_rkey };
+        (self.0.wc_flags & with_inv != 0).then_some(rkey)
+    }
+
+    /// The sending queue pair of a datagram (UD receive completions).
+    pub fn src_qp(&self) -> u32 {
+        self.0.src_qp
+    }
+
+    /// Whether a datagram's receive buffer begins with the packet's global
+    /// route header (`IBV_WC_GRH`); if not, its first 40 bytes are
+    /// undefined, and `byte_len` does not count them.
+    pub fn has_grh(&self) -> bool {
+        self.0.wc_flags & sys::ibv_wc_flags::IBV_WC_GRH.0 != 0
+    }
+
     /// The local QP number the request belonged to.
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num

@@ -10,6 +10,7 @@ use ferrovia_sys as sys;
 
 use crate::completion::WorkCompletion;
 use crate::context::{Context, ContextInner};
+use crate::cq_ex::{self, CqOptions, PollPath};
 use crate::error::{Result, VerbsError, check, last_errno, lib, loaded, null_error};
 
 /// The most fds [`CompletionQueue::wait_or`] sleeps on: the completion
@@ -28,6 +29,10 @@ pub struct CompletionQueue {
 
 pub(crate) struct CqInner {
     pub(crate) cq: NonNull<sys::ibv_cq>,
+    /// The extended view, when polled with `ibv_start_poll`.
+    ex: Option<NonNull<sys::ibv_cq_ex>>,
+    /// Whether completions carry the device's timestamps.
+    timestamps: bool,
     channel: Option<NonNull<sys::ibv_comp_channel>>,
     capacity: u32,
     _ctx: Arc<ContextInner>,
@@ -53,16 +58,22 @@ impl Drop for CqInner {
 impl CompletionQueue {
     /// Creates a CQ of at least `depth` entries, for polling only.
     pub fn new(ctx: &Context, depth: u32) -> Result<CompletionQueue> {
-        Self::create(ctx, depth, false)
+        Self::with_options(ctx, depth, &CqOptions::default())
     }
 
     /// Creates a CQ of at least `depth` entries with its own completion
     /// channel, so [`CompletionQueue::wait`] can sleep.
     pub fn with_channel(ctx: &Context, depth: u32) -> Result<CompletionQueue> {
-        Self::create(ctx, depth, true)
+        Self::with_options(ctx, depth, &CqOptions::default().channel(true))
     }
 
-    fn create(ctx: &Context, depth: u32, with_channel: bool) -> Result<CompletionQueue> {
+    /// Creates a CQ of at least `depth` entries as `opts` say: with a
+    /// channel or not, polled through `ibv_poll_cq` or the extended
+    /// interface, with completion timestamps or not. A refusal (a device
+    /// without timestamps, or without the extended CQ when it was
+    /// demanded) is a typed error and leaves nothing created.
+    pub fn with_options(ctx: &Context, depth: u32, opts: &CqOptions) -> Result<CompletionQueue> {
+        let with_channel = opts.channel;
         let cqe = i32::try_from(depth)
             .ok()
             .filter(|&d| d > 0)
@@ -96,15 +107,27 @@ impl CompletionQueue {
         } else {
             None
         };
-        // SAFETY: valid context; the channel (if any) is live.
-        let cq = unsafe {
-            lib()?.ibv_create_cq(
-                ctx.as_raw(),
-                cqe,
-                null_mut(),
-                channel.map_or(null_mut(), |c| c.as_ptr()),
-                0,
-            )
+        let raw_channel = channel.map_or(null_mut(), |c| c.as_ptr());
+        let ex = match opts.poll_path {
+            PollPath::Classic if !opts.timestamps => Ok(None),
+            _ => cq_ex::create(ctx, depth, raw_channel, opts),
+        };
+        let ex = match ex {
+            Ok(ex) => ex,
+            Err(e) => {
+                if let Some(ch) = channel {
+                    // SAFETY: no CQ uses it.
+                    unsafe { lib()?.ibv_destroy_comp_channel(ch.as_ptr()) };
+                }
+                return Err(e);
+            }
+        };
+        let cq = match ex {
+            // An extended CQ begins with the `ibv_cq` fields
+            // (`ibv_cq_ex_to_cq` is this cast).
+            Some(ex) => ex.as_ptr().cast::<sys::ibv_cq>(),
+            // SAFETY: valid context; the channel (if any) is live.
+            None => unsafe { lib()?.ibv_create_cq(ctx.as_raw(), cqe, null_mut(), raw_channel, 0) },
         };
         let Some(cq) = NonNull::new(cq) else {
             let err = null_error("ibv_create_cq");
@@ -119,6 +142,8 @@ impl CompletionQueue {
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 cq,
+                ex,
+                timestamps: opts.timestamps,
                 channel,
                 capacity,
                 _ctx: ctx.inner.clone(),
@@ -140,14 +165,59 @@ impl CompletionQueue {
     /// `ibv_poll_cq`; returns how many were written. Never blocks.
     #[inline]
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
-        let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
-        // SAFETY: WorkCompletion is repr(transparent) over ibv_wc, and `out`
-        // has room for `n` of them.
-        let got = unsafe { sys::ibv_poll_cq(self.as_raw(), n, out.as_mut_ptr().cast()) };
-        usize::try_from(got).map_err(|_| VerbsError::Verb {
-            verb: "ibv_poll_cq",
-            errno: last_errno().unwrap_or(libc::EIO),
-        })
+        // SAFETY: `out` has room for `out.len()` entries.
+        unsafe { self.poll_raw(out.as_mut_ptr(), out.len()) }
+    }
+
+    /// Polls up to `n` completions into `out` through the CQ's poll path.
+    ///
+    /// # Safety
+    /// `out` must have room for `n` entries.
+    #[inline]
+    unsafe fn poll_raw(&self, out: *mut WorkCompletion, n: usize) -> Result<usize> {
+        // SAFETY: this live CQ and its checked extended view, if any; room
+        // for `n` (our caller's contract).
+        unsafe { poll_path(self.inner.cq, self.inner.ex, out, n) }
+    }
+
+    /// How the CQ is polled: [`PollPath::Extended`] or [`PollPath::Classic`].
+    pub fn poll_path(&self) -> PollPath {
+        if self.inner.ex.is_some() {
+            PollPath::Extended
+        } else {
+            PollPath::Classic
+        }
+    }
+
+    /// Whether completions carry the device's timestamps (a CQ created
+    /// with [`CqOptions::timestamps`]).
+    pub fn has_timestamps(&self) -> bool {
+        self.inner.timestamps
+    }
+
+    /// Like [`CompletionQueue::poll`], also writing each completion's
+    /// device timestamp (raw clock ticks, `completion_timestamp_mask`
+    /// bits valid) into `stamps`; polls at most `min(out.len(),
+    /// stamps.len())`. A CQ made without timestamps is a typed error.
+    pub fn poll_timestamped(
+        &self,
+        out: &mut [WorkCompletion],
+        stamps: &mut [u64],
+    ) -> Result<usize> {
+        let (Some(ex), true) = (self.inner.ex, self.inner.timestamps) else {
+            return Err(VerbsError::InvalidArgument(
+                "poll_timestamped needs a CQ created with CqOptions::timestamps".into(),
+            ));
+        };
+        let n = out.len().min(stamps.len());
+        // SAFETY: a live extended CQ checked with timestamps at creation;
+        // both arrays have room for `n`.
+        unsafe { cq_ex::poll(ex, out.as_mut_ptr(), n, Some(stamps.as_mut_ptr())) }.map_err(
+            |errno| VerbsError::Verb {
+                verb: "ibv_start_poll",
+                errno,
+            },
+        )
     }
 
     /// Like [`CompletionQueue::poll`], into uninitialised storage: no
@@ -157,14 +227,9 @@ impl CompletionQueue {
         &self,
         out: &'a mut [MaybeUninit<WorkCompletion>],
     ) -> Result<&'a [WorkCompletion]> {
-        let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
-        // SAFETY: WorkCompletion is repr(transparent) over ibv_wc; the
-        // provider writes whole entries for the count it returns.
-        let got = unsafe { sys::ibv_poll_cq(self.as_raw(), n, out.as_mut_ptr().cast()) };
-        let got = usize::try_from(got).map_err(|_| VerbsError::Verb {
-            verb: "ibv_poll_cq",
-            errno: last_errno().unwrap_or(libc::EIO),
-        })?;
+        // SAFETY: room for `out.len()` entries; both paths write whole
+        // entries for the count they return.
+        let got = unsafe { self.poll_raw(out.as_mut_ptr().cast(), out.len()) }?;
         // SAFETY: the first `got` entries were initialised by ibv_poll_cq.
         Ok(unsafe { std::slice::from_raw_parts(out.as_ptr().cast::<WorkCompletion>(), got) })
     }
@@ -340,4 +405,34 @@ impl std::fmt::Debug for CompletionQueue {
             .field("channel", &self.inner.channel.is_some())
             .finish()
     }
+}
+
+/// Polls up to `n` completions of `cq` into `out`: through `ex`'s
+/// start/next/end when given, else `ibv_poll_cq`.
+///
+/// # Safety
+/// `cq` is a live CQ and `ex` its extended view, with the poll functions
+/// `cq_ex::create` checked, or `None`; `out` has room for `n` entries.
+#[inline]
+pub(crate) unsafe fn poll_path(
+    cq: NonNull<sys::ibv_cq>,
+    ex: Option<NonNull<sys::ibv_cq_ex>>,
+    out: *mut WorkCompletion,
+    n: usize,
+) -> Result<usize> {
+    if let Some(ex) = ex {
+        // SAFETY: our caller's contract.
+        return unsafe { cq_ex::poll(ex, out, n, None) }.map_err(|errno| VerbsError::Verb {
+            verb: "ibv_start_poll",
+            errno,
+        });
+    }
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    // SAFETY: WorkCompletion is repr(transparent) over ibv_wc, and `out`
+    // has room for `n` of them.
+    let got = unsafe { sys::ibv_poll_cq(cq.as_ptr(), n, out.cast()) };
+    usize::try_from(got).map_err(|_| VerbsError::Verb {
+        verb: "ibv_poll_cq",
+        errno: last_errno().unwrap_or(libc::EIO),
+    })
 }

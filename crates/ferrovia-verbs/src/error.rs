@@ -53,6 +53,19 @@ pub enum VerbsError {
         /// Port number.
         port: u8,
     },
+    /// The device does not offer a feature: checked against its
+    /// capabilities before anything was created, or refused by its
+    /// provider (then nothing was created either).
+    #[error("{device} does not offer {what}: {detail}")]
+    Unsupported {
+        /// The device name.
+        device: String,
+        /// The feature, e.g. `"completion timestamps"`.
+        what: &'static str,
+        /// The capability bit that is missing, or the verb and errno that
+        /// refused.
+        detail: String,
+    },
     /// An argument was out of range for the device or the verb.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -45,16 +45,24 @@ mod completion;
 mod connect;
 mod context;
 mod cq;
+mod cq_ex;
 mod device;
+mod device_caps;
 mod endpoint;
 mod error;
 mod gid;
 mod mr;
+mod mw;
 mod pd;
 mod port;
+mod post_ex;
+#[cfg(any(test, feature = "provider-double"))]
+pub mod provider_double;
 mod qp;
+mod qp_ex;
 mod srq;
 mod types_abi;
+mod ud;
 mod wr;
 
 pub use async_event::AsyncEvent;
@@ -62,7 +70,9 @@ pub use completion::WorkCompletion;
 pub use connect::ConnectOptions;
 pub use context::{AtomicCap, Context, DeviceAttributes};
 pub use cq::CompletionQueue;
+pub use cq_ex::{CqOptions, PollPath};
 pub use device::{DeviceInfo, devices};
+pub use device_caps::{DeviceCaps, ODP_RC_NEEDED, OdpCaps, WindowCaps};
 pub use endpoint::Endpoint;
 pub use error::{Result, VerbsError};
 /// The transports' shared vocabulary, re-exported: verbs values as they are.
@@ -71,8 +81,11 @@ pub use ferrovia_types::{
 };
 pub use gid::{Gid, GidEntry, GidType, pick_gid};
 pub use mr::MemoryRegion;
+pub use mw::MemoryWindow;
 pub use pd::ProtectionDomain;
 pub use port::{LinkLayer, Mtu, PortAttributes, PortState};
 pub use qp::{QpCaps, QpState, QueuePair, QueuePairBuilder};
+pub use qp_ex::PostPath;
 pub use srq::SharedReceiveQueue;
+pub use ud::{AddressHandle, DEFAULT_QKEY, DatagramAddress, GRH_BYTES, source_gid};
 pub use wr::{RecvWr, SendWr, link_recv, link_send};

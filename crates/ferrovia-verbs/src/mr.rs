@@ -1,5 +1,6 @@
 //! Raw memory regions (`ibv_reg_mr`), deregistered on drop.
 
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ pub struct MemoryRegion {
     len: usize,
     iova: u64,
     access: AccessFlags,
+    /// Registered from a dma-buf: no CPU address of this process.
+    dmabuf: bool,
     _pd: Arc<PdInner>,
 }
 
@@ -43,7 +46,7 @@ impl MemoryRegion {
         len: usize,
         access: AccessFlags,
     ) -> Result<MemoryRegion> {
-        Self::check_len(len)?;
+        Self::check(pd, len, access)?;
         // SAFETY: `pd` is live (borrowed); `ibv_reg_mr` pins and maps
         // `addr..addr+len`, which our caller keeps allocated for as long as
         // the region (and any work using it) lives: this function's
@@ -73,7 +76,7 @@ impl MemoryRegion {
         iova: u64,
         access: AccessFlags,
     ) -> Result<MemoryRegion> {
-        Self::check_len(len)?;
+        Self::check(pd, len, access)?;
         // SAFETY: as for `ibv_reg_mr` in `register`: a live PD and memory
         // our caller keeps allocated while the region lives; `iova` is
         // only an address the device translates.
@@ -83,11 +86,81 @@ impl MemoryRegion {
         Self::finish(pd, mr, "ibv_reg_mr_iova", addr as usize, len, iova, access)
     }
 
-    fn check_len(len: usize) -> Result<()> {
+    /// Registers `len` bytes of the dma-buf `fd` from byte `offset`, with
+    /// RDMA address `iova` for its first byte (0: zero-based): the device
+    /// reaches memory another driver exported (a GPU's, or host memory
+    /// from `udmabuf`). The registration holds the dma-buf, so its memory
+    /// cannot go away under it, and `fd` may be closed afterwards; nothing
+    /// of it is mapped in this process, so SGEs name it by RDMA address.
+    ///
+    /// `offset + len` must lie within the dma-buf, and `iova` and
+    /// `offset` must share their offset within a page. A device whose
+    /// provider has no dma-buf registration (soft-RoCE) is
+    /// [`VerbsError::Unsupported`] with the errno, and registers nothing.
+    pub fn register_dmabuf(
+        pd: &ProtectionDomain,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        Self::check(pd, len, access)?;
+        // SAFETY: a live PD and an open fd; the kernel takes its own
+        // reference to the dma-buf (refusing an fd that is not one), so no
+        // memory of this process is named.
+        let mr = unsafe {
+            lib()?.ibv_reg_dmabuf_mr(
+                pd.as_raw(),
+                offset,
+                len,
+                iova,
+                fd.as_raw_fd(),
+                access.bits() as i32,
+            )
+        };
+        match NonNull::new(mr) {
+            Some(_) => {
+                let mut r = Self::finish(
+                    pd,
+                    mr,
+                    "ibv_reg_dmabuf_mr",
+                    iova as usize,
+                    len,
+                    iova,
+                    access,
+                )?;
+                r.dmabuf = true;
+                Ok(r)
+            }
+            None => {
+                let errno = crate::error::last_errno().unwrap_or(libc::EIO);
+                if matches!(errno, libc::EOPNOTSUPP | libc::ENOSYS) {
+                    return Err(VerbsError::Unsupported {
+                        device: pd.context().name().to_owned(),
+                        what: "dma-buf registration",
+                        detail: format!("ibv_reg_dmabuf_mr failed with errno {errno} (EOPNOTSUPP)"),
+                    });
+                }
+                Err(VerbsError::Verb {
+                    verb: "ibv_reg_dmabuf_mr",
+                    errno,
+                })
+            }
+        }
+    }
+
+    /// Refuses what cannot be registered before asking the device: no
+    /// bytes, or on-demand paging on a device without it (typed, naming
+    /// the capability).
+    fn check(pd: &ProtectionDomain, len: usize, access: AccessFlags) -> Result<()> {
         if len == 0 {
             return Err(VerbsError::InvalidArgument(
                 "cannot register a zero-length memory region".into(),
             ));
+        }
+        if access.contains(AccessFlags::ON_DEMAND) {
+            pd.context().query_device_ex()?.require_odp()?;
         }
         Ok(())
     }
@@ -108,8 +181,21 @@ impl MemoryRegion {
             len,
             iova,
             access,
+            dmabuf: false,
             _pd: pd.inner.clone(),
         })
+    }
+
+    /// The raw region, for `ferrovia-sys` calls (a window's bind names it).
+    pub fn as_raw(&self) -> *mut sys::ibv_mr {
+        self.mr.as_ptr()
+    }
+
+    /// The protection domain it was registered in.
+    pub fn pd(&self) -> ProtectionDomain {
+        ProtectionDomain {
+            inner: self._pd.clone(),
+        }
     }
 
     /// Local key, for SGEs.
@@ -148,6 +234,57 @@ impl MemoryRegion {
     /// The access rights it was registered with.
     pub fn access(&self) -> AccessFlags {
         self.access
+    }
+
+    /// Whether it was registered from a dma-buf (no CPU address here).
+    pub fn is_dmabuf(&self) -> bool {
+        self.dmabuf
+    }
+
+    /// Advises the device about `len` bytes at RDMA address `addr` of this
+    /// on-demand region (`ibv_advise_mr`): prefetch them (for reading, or
+    /// for writing), so the first access takes no page fault. Waits for
+    /// the prefetch (`IBV_ADVISE_MR_FLAG_FLUSH`). A device without
+    /// on-demand paging, or a region not registered on demand, is a typed
+    /// refusal.
+    pub fn prefetch(&self, addr: u64, len: u32, for_write: bool) -> Result<()> {
+        let pd = self.pd();
+        pd.context().query_device_ex()?.require_odp()?;
+        if !self.access.contains(AccessFlags::ON_DEMAND) {
+            return Err(VerbsError::InvalidArgument(
+                "prefetch needs a region registered on demand (AccessFlags::ON_DEMAND)".into(),
+            ));
+        }
+        let advice = if for_write {
+            sys::IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE
+        } else {
+            sys::IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH
+        };
+        let mut sge = sys::ibv_sge {
+            addr,
+            length: len,
+            lkey: self.lkey(),
+        };
+        // SAFETY: a live PD and region; the one SGE names this region's
+        // own key and range (the provider checks it); nothing is written.
+        let ret = unsafe {
+            sys::ibv_advise_mr(
+                pd.as_raw(),
+                advice,
+                sys::IB_UVERBS_ADVISE_MR_FLAG_FLUSH,
+                &mut sge,
+                1,
+            )
+        };
+        match ret {
+            0 => Ok(()),
+            libc::EOPNOTSUPP | libc::ENOSYS => Err(VerbsError::Unsupported {
+                device: pd.context().name().to_owned(),
+                what: "ibv_advise_mr (prefetch)",
+                detail: format!("ibv_advise_mr failed with errno {ret}"),
+            }),
+            r => crate::error::check("ibv_advise_mr", r),
+        }
     }
 }
 

@@ -7,10 +7,12 @@ use ferrovia_sys as sys;
 
 use crate::cq::{CompletionQueue, CqInner};
 use crate::endpoint::Endpoint;
-use crate::error::{Result, check, lib, loaded, null_error, posted};
+use crate::error::{Result, VerbsError, check, lib, loaded, posted};
 use crate::gid::GidEntry;
 use crate::pd::{PdInner, ProtectionDomain};
 use crate::port::{LinkLayer, PortAttributes};
+use crate::post_ex;
+use crate::qp_ex::{self, PostPath};
 use crate::srq::{SharedReceiveQueue, SrqInner};
 use crate::wr::{RecvWr, SendWr};
 
@@ -128,9 +130,18 @@ pub struct QueuePairBuilder<'a> {
     caps: QpCaps,
     port: Option<u8>,
     srq: Option<&'a SharedReceiveQueue>,
+    post_path: PostPath,
+    pub(crate) qp_type: sys::ibv_qp_type,
 }
 
 impl<'a> QueuePairBuilder<'a> {
+    /// How the send queue is posted to (default [`PostPath::Auto`]:
+    /// `ibv_wr_*` where the provider offers it).
+    pub fn post_path(mut self, path: PostPath) -> Self {
+        self.post_path = path;
+        self
+    }
+
     /// Takes receives from `srq` instead of a receive queue of its own
     /// (`max_recv_wr` is then ignored).
     pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
@@ -174,23 +185,29 @@ impl<'a> QueuePairBuilder<'a> {
                 max_recv_sge: self.caps.max_recv_sge,
                 max_inline_data: self.caps.max_inline_data,
             },
-            qp_type: sys::IBV_QPT_RC,
+            qp_type: self.qp_type,
             sq_sig_all: 0,
             srq: self.srq.map_or(null_mut(), SharedReceiveQueue::as_raw),
             ..Default::default()
         };
-        // SAFETY: valid PD and CQs (kept alive by the QP below).
-        let qp = unsafe { lib()?.ibv_create_qp(self.pd.as_raw(), &mut init) };
-        let qp = NonNull::new(qp).ok_or_else(|| null_error("ibv_create_qp"))?;
+        // The PD and CQs (and SRQ) are kept alive by the QP below.
+        let qp_ex::Created { qp, ex } =
+            qp_ex::create(&ctx, self.pd.as_raw(), &mut init, self.post_path)?;
         match &gid {
             Some(g) => tracing::debug!(
-                "RC QP on {} port {} ({:?}): GID index {} {} ({:?})",
+                "QP type {} on {} port {} ({:?}): GID index {} {} ({:?}), {}",
+                self.qp_type,
                 ctx.name(),
                 port_attr.port,
                 port_attr.link_layer,
                 g.index,
                 g.gid,
-                g.gid_type
+                g.gid_type,
+                if ex.is_some() {
+                    "ibv_wr_*"
+                } else {
+                    "ibv_post_send"
+                }
             ),
             None => tracing::debug!(
                 "RC QP on {} port {} (LID {}), no GID",
@@ -209,6 +226,8 @@ impl<'a> QueuePairBuilder<'a> {
         };
         Ok(QueuePair {
             qp,
+            ex,
+            ud: self.qp_type == sys::IBV_QPT_UD,
             caps,
             port: port_attr,
             gid,
@@ -232,6 +251,10 @@ fn initial_psn(salt: usize) -> u32 {
 /// A reliable-connected queue pair (`struct ibv_qp`, `IBV_QPT_RC`).
 pub struct QueuePair {
     qp: NonNull<sys::ibv_qp>,
+    /// The extended view, when posts go through `ibv_wr_*`.
+    ex: Option<NonNull<sys::ibv_qp_ex>>,
+    /// A datagram (UD) queue pair.
+    ud: bool,
     caps: QpCaps,
     port: PortAttributes,
     gid: Option<GidEntry>,
@@ -269,6 +292,18 @@ impl QueuePair {
             caps: QpCaps::default(),
             port: None,
             srq: None,
+            post_path: PostPath::Auto,
+            qp_type: sys::IBV_QPT_RC,
+        }
+    }
+
+    /// How posts reach the send queue: [`PostPath::Extended`]
+    /// (`ibv_wr_*`) or [`PostPath::Classic`] (`ibv_post_send`).
+    pub fn post_path(&self) -> PostPath {
+        if self.ex.is_some() {
+            PostPath::Extended
+        } else {
+            PostPath::Classic
         }
     }
 
@@ -373,18 +408,10 @@ impl QueuePair {
     /// without touching memory), and the peer's NIC checks remote
     /// addresses and rkeys.
     pub unsafe fn post_send(&self, wr: &mut SendWr<'_>) -> Result<()> {
-        let mut bad = null_mut();
-        // SAFETY: `self.as_raw()` is this live QP; `wr.as_raw()` is a list
-        // of `ibv_send_wr`s whose SGE arrays are borrowed by `wr` for the
-        // call (the provider copies them into the WQE before returning);
-        // the memory the SGEs name is kept valid and race-free until
-        // completion by our caller's contract.
-        let ret = unsafe { sys::ibv_post_send(self.as_raw(), wr.as_raw(), &mut bad) };
-        // SAFETY: only read on failure, when `bad` is NULL or points into
-        // the caller's list, which `wr` still borrows.
-        posted("ibv_post_send", ret, wr.wr_id(), || unsafe {
-            bad.as_ref().map(|b| b.wr_id)
-        })
+        // SAFETY: this live QP, its extended view if it has one (made by
+        // ibv_create_qp_ex with send_ops_flags), and our caller's
+        // promises about the memory.
+        unsafe { send_path(self.qp, self.ex, self.ud, wr) }
     }
 
     /// Posts a receive request (or a linked list of them) with one
@@ -417,4 +444,40 @@ impl std::fmt::Debug for QueuePair {
             .field("caps", &self.caps)
             .finish()
     }
+}
+
+/// Posts `wr` (a list) to the send queue of `qp`: through `ex`'s
+/// `ibv_wr_*` when given, else `ibv_post_send`.
+///
+/// # Safety
+/// `qp` is a live QP and `ex` its extended view (from `ibv_create_qp_ex`
+/// with send_ops_flags) or `None`; `ud` says whether it is a datagram QP;
+/// the memory the list names follows [`QueuePair::post_send`]'s contract.
+#[inline]
+pub(crate) unsafe fn send_path(
+    qp: NonNull<sys::ibv_qp>,
+    ex: Option<NonNull<sys::ibv_qp_ex>>,
+    ud: bool,
+    wr: &mut SendWr<'_>,
+) -> Result<()> {
+    // SAFETY: `wr.as_raw()` is a valid list for the call.
+    if let Some(ex) = ex.filter(|_| unsafe { post_ex::fits(wr.as_raw()) }) {
+        // SAFETY: our caller's contract; a refused batch posted nothing.
+        return unsafe { post_ex::post(ex, wr.as_raw(), ud) }.map_err(|errno| VerbsError::Post {
+            verb: "ibv_wr_complete",
+            errno,
+            bad_wr_id: wr.wr_id(),
+        });
+    }
+    let mut bad = null_mut();
+    // SAFETY: `qp` is live; `wr.as_raw()` is a list of `ibv_send_wr`s
+    // whose SGE arrays are borrowed by `wr` for the call (the provider
+    // copies them into the WQE before returning); the memory the SGEs name
+    // is kept valid and race-free until completion by our caller.
+    let ret = unsafe { sys::ibv_post_send(qp.as_ptr(), wr.as_raw(), &mut bad) };
+    // SAFETY: only read on failure, when `bad` is NULL or points into
+    // the caller's list, which `wr` still borrows.
+    posted("ibv_post_send", ret, wr.wr_id(), || unsafe {
+        bad.as_ref().map(|b| b.wr_id)
+    })
 }

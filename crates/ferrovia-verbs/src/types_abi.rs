@@ -19,6 +19,8 @@ const _: () = {
     assert!(AccessFlags::REMOTE_WRITE.bits() == A::IBV_ACCESS_REMOTE_WRITE.0);
     assert!(AccessFlags::REMOTE_READ.bits() == A::IBV_ACCESS_REMOTE_READ.0);
     assert!(AccessFlags::REMOTE_ATOMIC.bits() == A::IBV_ACCESS_REMOTE_ATOMIC.0);
+    assert!(AccessFlags::MW_BIND.bits() == A::IBV_ACCESS_MW_BIND.0);
+    assert!(AccessFlags::ON_DEMAND.bits() == A::IBV_ACCESS_ON_DEMAND.0);
 
     use sys::ibv_wc_status as S;
     assert!(WcStatus::SUCCESS.0 == S::IBV_WC_SUCCESS.0);

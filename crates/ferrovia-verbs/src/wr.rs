@@ -112,6 +112,71 @@ impl<'a> SendWr<'a> {
         wr
     }
 
+    /// Binds `window` over `len` bytes at RDMA address `addr` of `mr`
+    /// (in `mr`'s address space: its iova for a zero-based region) with
+    /// `rights` (remote read, write, atomics) and the new key `rkey`
+    /// (`window.next_rkey()`). The peer of the queue pair this is posted
+    /// on, and no other, reaches the window once the bind completed. The
+    /// device checks the range against `mr` and the rights against `mr`'s
+    /// (a remote-write window needs `LOCAL_WRITE` and `MW_BIND` on `mr`).
+    pub fn bind_window(
+        wr_id: u64,
+        window: &'a crate::MemoryWindow,
+        rkey: u32,
+        mr: &'a crate::MemoryRegion,
+        addr: u64,
+        len: u64,
+        rights: ferrovia_types::AccessFlags,
+    ) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_BIND_MW, &[]);
+        wr.raw.__bindgen_anon_2.bind_mw = sys::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
+            mw: window.as_raw(),
+            rkey,
+            bind_info: sys::ibv_mw_bind_info {
+                mr: mr.as_raw(),
+                addr,
+                length: len,
+                mw_access_flags: rights.bits(),
+            },
+        };
+        wr
+    }
+
+    /// A datagram: a send on a UD queue pair to the queue pair `remote_qpn`
+    /// behind `ah`, which takes it only with Q_Key `remote_qkey`.
+    pub fn datagram(
+        wr_id: u64,
+        sges: &'a [Sge],
+        ah: &'a crate::AddressHandle,
+        remote_qpn: u32,
+        remote_qkey: u32,
+    ) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_SEND, sges);
+        wr.raw.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+            ah: ah.as_raw(),
+            remote_qpn,
+            remote_qkey,
+        };
+        wr
+    }
+
+    /// Invalidates the window (type 2) whose current key is `rkey`, bound
+    /// on this queue pair: accesses with it fail from then on.
+    pub fn local_invalidate(wr_id: u64, rkey: u32) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_LOCAL_INV, &[]);
+        wr.raw.__bindgen_anon_1.invalidate_rkey = rkey;
+        wr
+    }
+
+    /// A send that also invalidates, at the peer, the window whose key is
+    /// `rkey` (bound on the peer's queue pair of this connection), before
+    /// the peer's receive completes.
+    pub fn send_with_invalidate(wr_id: u64, sges: &'a [Sge], rkey: u32) -> SendWr<'a> {
+        let mut wr = Self::new(wr_id, sys::IBV_WR_SEND_WITH_INV, sges);
+        wr.raw.__bindgen_anon_1.invalidate_rkey = rkey;
+        wr
+    }
+
     fn set_atomic(&mut self, remote_addr: u64, rkey: u32, compare_add: u64, swap: u64) {
         // Writing a Copy union field is safe; it selects the `atomic` member.
         self.raw.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {

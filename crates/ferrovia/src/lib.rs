@@ -177,11 +177,12 @@ pub use ferrovia_verbs_transport as verbs_transport;
 // names a program meets through `AsyncNode`'s methods, not types it types.
 pub use ferrovia_async::{Async, AsyncConfig, AsyncError, AsyncMultiChannel, AsyncNode};
 pub use ferrovia_channel::{
-    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, ChannelStats, DrainError, Gather,
-    LatencyHistogram, MultiChannel, OpCounts, PeerAtomicWorkRequest, PeerReadWorkRequest,
-    PeerReceiveWorkRequest, PeerSendWorkRequest, PeerStats, PeerWriteWorkRequest, PollingScope,
-    ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError, ScopedPendingWork, SendWorkRequest,
-    TransportError, TransportResult, WorkDone, WriteWorkRequest,
+    AtomicOp, AtomicWorkRequest, Channel, ChannelBuilder, ChannelStats, Datagram, Datagrams,
+    DrainError, Gather, LatencyHistogram, MultiChannel, OpCounts, PeerAtomicWorkRequest,
+    PeerReadWorkRequest, PeerReceiveWorkRequest, PeerSendWorkRequest, PeerStats,
+    PeerWriteWorkRequest, PollingScope, ReadWorkRequest, ReceiveWorkRequest, Scatter, ScopeError,
+    ScopedPendingWork, SendWorkRequest, TransportError, TransportResult, WorkDone,
+    WriteWorkRequest,
 };
 pub use ferrovia_mr::{
     Local, MemoryRegionView, MrError, MrRegistry, RegisterOptions, RegisteredBuffer,
@@ -189,8 +190,8 @@ pub use ferrovia_mr::{
 };
 pub use ferrovia_node::{
     ACCEPT_DATA_MAX, AbandonCause, Backend, BarrierAlgorithm, BarrierError, BootstrapError,
-    CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener, ListenerBuilder, Node,
-    NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, Rail, RailError, RailSpec,
+    CONNECT_DATA_MAX, ConnectError, Connector, DatagramConfig, Incoming, Listener, ListenerBuilder,
+    Node, NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, Rail, RailError, RailSpec,
 };
 // `Op` and `Report` stay in `ferrovia::transfer` (the async layer has an
 // `Op` of its own).
@@ -203,8 +204,9 @@ pub use ferrovia_types::{AccessFlags, CompletionError, WcClass, WcStatus};
 #[cfg(feature = "ucx")]
 pub use ferrovia_ucx::UcxError;
 #[cfg(feature = "verbs")]
-pub use ferrovia_verbs::{ConnectOptions, Endpoint, VerbsError};
+pub use ferrovia_verbs::{ConnectOptions, Endpoint, PollPath, PostPath, VerbsError};
 #[cfg(feature = "verbs")]
 pub use ferrovia_verbs_transport::{
-    VerbsBuilder, VerbsChannel, VerbsConfig, VerbsMultiChannel, VerbsTransport,
+    VerbsBuilder, VerbsChannel, VerbsConfig, VerbsMultiChannel, VerbsTransport, VerbsWindows,
+    Window,
 };

@@ -50,6 +50,17 @@ pub(crate) enum AtomicKind {
     CmpAndSwap,
 }
 
+/// How verbs posts and polls (`--post-path`, `--poll-path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum VerbsPath {
+    /// Extended where the provider offers it (the default).
+    Auto,
+    /// `ibv_post_send` / `ibv_poll_cq`.
+    Classic,
+    /// `ibv_wr_*` / `ibv_start_poll`; fails where not offered.
+    Extended,
+}
+
 /// perftest-style benchmarks through ferrovia's public API. The process
 /// started without a server address is the server, the one given its
 /// address the client; they meet through ferrovia's own rendezvous.
@@ -123,6 +134,13 @@ struct Cli {
     /// lines go to stderr.
     #[arg(long = "json")]
     json: bool,
+    /// Verbs: how work is posted (`ibv_wr_*` or `ibv_post_send`).
+    #[arg(long = "post-path", value_enum, default_value = "auto")]
+    post_path: VerbsPath,
+    /// Verbs: how completions are polled (`ibv_start_poll` or
+    /// `ibv_poll_cq`).
+    #[arg(long = "poll-path", value_enum, default_value = "auto")]
+    poll_path: VerbsPath,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +168,10 @@ pub(crate) struct Args {
     pub(crate) rails: String,
     /// Results as JSON lines (`--json`).
     pub(crate) json: bool,
+    /// Verbs post path (`--post-path`).
+    pub(crate) post_path: VerbsPath,
+    /// Verbs poll path (`--poll-path`).
+    pub(crate) poll_path: VerbsPath,
 }
 
 impl Args {
@@ -214,6 +236,8 @@ where
         entries: cli.entries,
         rails: cli.rails,
         json: cli.json,
+        post_path: cli.post_path,
+        poll_path: cli.poll_path,
     };
     if a.iters == 0 || a.tx_depth == 0 || a.qps == 0 || a.post_list == 0 || a.sizes.contains(&0) {
         return Err(invalid(

@@ -70,16 +70,30 @@ fn connect(args: &Args, qp: usize) -> Result<Node, NodeError> {
         .send_depth(depth)
         .recv_depth(depth);
     let mut builder = Node::builder(rank, 2, addr).channel(channel);
-    if let Some(d) = &args.device {
-        let mut verbs = VerbsConfig::default();
-        verbs.device = Some(d.clone());
-        builder = builder.verbs(verbs);
-    }
+    builder = builder.verbs(verbs_config(args));
     // perftest has no secret either: a fixed token unless the user set one.
     if std::env::var_os("FERROVIA_JOB_TOKEN").is_none() {
         builder = builder.token("ferrovia-perf");
     }
     builder.build()
+}
+
+/// The verbs settings of `-d`, `--post-path` and `--poll-path`.
+fn verbs_config(args: &Args) -> VerbsConfig {
+    use ferrovia::verbs::{PollPath, PostPath};
+    let mut verbs = VerbsConfig::default();
+    verbs.device = args.device.clone();
+    verbs.post_path = match args.post_path {
+        args::VerbsPath::Auto => PostPath::Auto,
+        args::VerbsPath::Classic => PostPath::Classic,
+        args::VerbsPath::Extended => PostPath::Extended,
+    };
+    verbs.poll_path = match args.poll_path {
+        args::VerbsPath::Auto => PollPath::Auto,
+        args::VerbsPath::Classic => PollPath::Classic,
+        args::VerbsPath::Extended => PollPath::Extended,
+    };
+    verbs
 }
 
 /// One QP's run of every size: the client's measurements.

@@ -8,6 +8,8 @@ mod built;
 mod not_built;
 
 #[cfg(feature = "verbs")]
-pub(crate) use built::{Opened, RailSide, Settings, default_settings, with_device};
+pub(crate) use built::{DatagramSide, Opened, RailSide, Settings, default_settings, with_device};
 #[cfg(not(feature = "verbs"))]
-pub(crate) use not_built::{Opened, RailSide, Settings, default_settings, with_device};
+pub(crate) use not_built::{
+    DatagramSide, Opened, RailSide, Settings, default_settings, with_device,
+};

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use ferrovia_verbs::{
-    AccessFlags, CompletionQueue, ConnectOptions, Context, MemoryRegion, ProtectionDomain, QpCaps,
-    QueuePair, WorkCompletion,
+    AccessFlags, CompletionQueue, ConnectOptions, Context, CqOptions, MemoryRegion, PollPath,
+    PostPath, ProtectionDomain, QpCaps, QueuePair, WorkCompletion,
 };
 
 /// Generous: everything runs under TCG emulation in the VM.
@@ -74,17 +74,30 @@ impl Pair {
     }
 
     pub fn with_options(opts: &ConnectOptions) -> Pair {
+        Self::build(opts, PostPath::Auto, PollPath::Auto)
+    }
+
+    /// A pair whose QPs post through `post` and whose CQs poll through
+    /// `poll`.
+    pub fn with_paths(post: PostPath, poll: PollPath) -> Pair {
+        Self::build(&ConnectOptions::default(), post, poll)
+    }
+
+    fn build(opts: &ConnectOptions, post: PostPath, poll: PollPath) -> Pair {
         let ctx = device();
         let pd = ProtectionDomain::new(&ctx).expect("ibv_alloc_pd");
-        let cq_a = CompletionQueue::with_channel(&ctx, 512).expect("create cq a");
-        let cq_b = CompletionQueue::with_channel(&ctx, 512).expect("create cq b");
+        let cq_opts = CqOptions::default().channel(true).poll_path(poll);
+        let cq_a = CompletionQueue::with_options(&ctx, 512, &cq_opts).expect("create cq a");
+        let cq_b = CompletionQueue::with_options(&ctx, 512, &cq_opts).expect("create cq b");
         let caps = QpCaps::default();
         let a = QueuePair::builder(&pd, &cq_a, &cq_a)
             .caps(caps)
+            .post_path(post)
             .build()
             .expect("create qp a");
         let b = QueuePair::builder(&pd, &cq_b, &cq_b)
             .caps(caps)
+            .post_path(post)
             .build()
             .expect("create qp b");
         a.connect(&b.endpoint(), opts).expect("connect a to b");
@@ -126,3 +139,24 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 pub const SIZES: [usize; 7] = [1, 7, 64, 1000, 4096, 65536, 1 << 20];
+
+/// The device's live objects as the kernel counts them (`rdma res show`:
+/// pd, cq, qp, mr, srq, ...), to show that a refusal left nothing behind.
+/// Device tests run one at a time (`--test-threads=1`), so the counts
+/// move only with the test's own objects.
+pub fn resources(device: &str) -> std::collections::BTreeMap<String, u64> {
+    let out = std::process::Command::new("rdma")
+        .args(["res", "show"])
+        .output()
+        .expect("running `rdma res show` (iproute2)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(&format!("{device}:")))
+        .unwrap_or_else(|| panic!("`rdma res show` has no line for {device}: {text}"));
+    let words: Vec<&str> = line.split_whitespace().skip(2).collect();
+    words
+        .chunks(2)
+        .filter_map(|kv| Some((kv[0].to_owned(), kv.get(1)?.parse().ok()?)))
+        .collect()
+}

@@ -5,12 +5,15 @@
 
 use std::sync::Arc;
 
+use ferrovia_channel::DatagramTransport;
 use ferrovia_channel::transport::Transport;
 use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel, TransportError};
 use ferrovia_mr::MrRegistry;
+use ferrovia_verbs::DatagramAddress;
 use ferrovia_verbs::{ConnectOptions, Context, Endpoint, ProtectionDomain};
 use ferrovia_verbs_transport::{
-    VerbsBuilder, VerbsConfig, VerbsMultiChannel, VerbsTransport, registry,
+    DatagramOptions, VerbsBuilder, VerbsConfig, VerbsDatagrams, VerbsMultiChannel, VerbsTransport,
+    registry,
 };
 
 use crate::backend::{Link, RailConnected};
@@ -179,5 +182,68 @@ impl RailSide {
             self.registry,
             format!("verbs on {}", self.device),
         ))
+    }
+}
+
+/// A node's datagram side on verbs: a UD queue pair in the node's
+/// protection domain, on its port.
+pub(crate) struct DatagramSide(VerbsDatagrams);
+
+impl DatagramSide {
+    /// Opens it with at most `max_message` bytes a message (the port's MTU
+    /// may say less) and `receives` receives posted.
+    pub(crate) fn open(
+        node: &MultiChannel,
+        settings: &Settings,
+        max_message: u32,
+        receives: u32,
+    ) -> Result<DatagramSide, NodeError> {
+        let Some(pd) = node.pd() else {
+            return Err(
+                BootstrapError::Protocol("the node's verbs channel has no device".into()).into(),
+            );
+        };
+        let mut opts = DatagramOptions::default()
+            .max_message(max_message)
+            .receives(receives);
+        opts.port = settings.config().port;
+        opts.post_path = settings.config().post_path;
+        Ok(DatagramSide(VerbsDatagrams::open(pd, &opts)?))
+    }
+
+    /// Its largest message and the link every peer gets (its address).
+    pub(crate) fn link(&self) -> Result<(u32, Link), NodeError> {
+        let addr = self.0.address();
+        let bytes = postcard::to_allocvec(&addr).map_err(|e| {
+            BootstrapError::Protocol(format!("cannot encode a datagram address: {e}"))
+        })?;
+        Ok((addr.max_message, Link::Verbs(bytes)))
+    }
+
+    /// Makes the route to every rank (`links[j]` from rank `j`).
+    pub(crate) fn connect(
+        mut self,
+        links: Vec<Link>,
+    ) -> Result<Box<dyn DatagramTransport>, NodeError> {
+        let addrs = links
+            .into_iter()
+            .enumerate()
+            .map(|(rank, l)| match l {
+                Link::Verbs(bytes) => {
+                    postcard::from_bytes::<DatagramAddress>(&bytes).map_err(|e| {
+                        BootstrapError::Protocol(format!(
+                            "rank {rank} sent a bad datagram address: {e}"
+                        ))
+                        .into()
+                    })
+                }
+                Link::Ucx(_) => Err(BootstrapError::Protocol(format!(
+                    "rank {rank} opened datagrams on UCX"
+                ))
+                .into()),
+            })
+            .collect::<Result<Vec<_>, NodeError>>()?;
+        self.0.connect(&addrs)?;
+        Ok(Box::new(self.0))
     }
 }

@@ -2,7 +2,7 @@
 //! typed error (so the node falls back to UCX, or says why it cannot),
 //! and its node and rail sides are uninhabited.
 
-use ferrovia_channel::{ChannelBuilder, ChannelConfig, MultiChannel};
+use ferrovia_channel::{ChannelBuilder, ChannelConfig, DatagramTransport, MultiChannel};
 use ferrovia_mr::MrRegistry;
 
 use crate::Backend;
@@ -72,6 +72,27 @@ impl RailSide {
     }
 
     pub(crate) fn connect(self, _: usize, _: Vec<Link>) -> Result<RailConnected, NodeError> {
+        match self {}
+    }
+}
+
+pub(crate) enum DatagramSide {}
+
+impl DatagramSide {
+    pub(crate) fn open(
+        _: &MultiChannel,
+        _: &Settings,
+        _: u32,
+        _: u32,
+    ) -> Result<DatagramSide, NodeError> {
+        Err(not_built())
+    }
+
+    pub(crate) fn link(&self) -> Result<(u32, Link), NodeError> {
+        match *self {}
+    }
+
+    pub(crate) fn connect(self, _: Vec<Link>) -> Result<Box<dyn DatagramTransport>, NodeError> {
         match self {}
     }
 }
