@@ -24,15 +24,48 @@ pub(crate) struct ControlPath {
     /// reconnects of it succeeded (a reconnect names the one it
     /// replaces). A link absent here has never been reconnected.
     generations: BTreeMap<u32, Vec<u32>>,
+    /// This rank's member and every rank's, in a store-backed job (the
+    /// store revision that created the member's key; 0 elsewhere): a
+    /// knock from another member of the peer's rank than the one known
+    /// (a dead one's, say) is a stranger's.
+    incarnation: u64,
+    incarnations: Vec<u64>,
 }
 
 impl ControlPath {
     pub(crate) fn new(token: String, port: ControlPort, controls: Vec<SocketAddr>) -> ControlPath {
+        let n = controls.len();
         ControlPath {
             token,
             port,
             controls,
             generations: BTreeMap::new(),
+            incarnation: 0,
+            incarnations: vec![0; n],
+        }
+    }
+
+    /// The members' incarnations of a store-backed job: this rank's and
+    /// every rank's.
+    pub(crate) fn set_incarnations(&mut self, mine: u64, all: Vec<u64>) {
+        self.incarnation = mine;
+        if all.len() == self.incarnations.len() {
+            self.incarnations = all;
+        }
+    }
+
+    /// A new member took `peer`'s rank: its incarnation, its control
+    /// port, and every connection with it starting again at generation 0
+    /// (the new member's count).
+    pub(crate) fn replace_peer(&mut self, peer: usize, incarnation: u64, control: SocketAddr) {
+        if let (Some(i), Some(c)) = (self.incarnations.get_mut(peer), self.controls.get_mut(peer)) {
+            *i = incarnation;
+            *c = control;
+        }
+        for g in self.generations.values_mut() {
+            if let Some(g) = g.get_mut(peer) {
+                *g = 0;
+            }
         }
     }
 
@@ -117,6 +150,8 @@ impl ControlPath {
             deadline,
             link,
             generation,
+            incarnation: self.incarnation,
+            peer_incarnation: self.incarnations[peer],
         };
         let r = if me < peer {
             h.dial(self.controls[peer], mine, connect)

@@ -38,10 +38,12 @@ mod backend_name;
 mod barrier;
 mod barrier_task;
 pub mod bootstrap;
+mod builder;
 mod by_address;
 mod control;
 mod control_path;
 mod error;
+mod membership;
 mod node;
 mod rail;
 mod reconnect;
@@ -50,17 +52,19 @@ mod sync_region;
 pub use backend_name::{Backend, UnknownBackend};
 pub use barrier::BarrierAlgorithm;
 pub use barrier_task::BarrierTask;
-pub use bootstrap::launcher::{LaunchInfo, Launcher};
+pub use bootstrap::launcher::{Engine, LaunchInfo, Launcher};
+pub use builder::NodeBuilder;
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
-pub use node::{Node, NodeBuilder, NodeScope};
+pub use membership::{ETCD_PORT, LeaveReason, MemberEvent, StoreConfig};
+pub use node::{Node, NodeScope};
 pub use rail::{Rail, RailSpec};
 
 /// How a rank learns who it is: the launchers' variables, read.
 pub mod launch {
-    pub use crate::bootstrap::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+    pub use crate::bootstrap::launcher::{DEFAULT_PORT, Engine, LaunchInfo, Launcher, from_vars};
     pub use crate::bootstrap::token::TokenSource;
 }
