@@ -235,7 +235,7 @@ impl NodeBuilder {
         let mut sync = SyncRegion::new(opened.registry(), n)?;
         let blobs = PeerInfo::blobs(&opened, sync.exposed()?, control.addr(), n)?;
         log::info!(
-            "rank {rank} of {n}: backend {description}, meeting through {:?} ({:?})",
+            "rank {rank} of {n}: backend {description}, meeting through {} ({:?})",
             self.engine,
             self.launcher
         );

@@ -109,9 +109,29 @@ impl ControlPath {
         renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
         connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
     ) -> Result<(), NodeError> {
+        let dials = me < peer;
+        self.agree_as(me, link, peer, timeout, dials, state, renew, connect)
+    }
+
+    /// [`ControlPath::agree`], this side dialing (`dials`) or answering
+    /// whatever the ranks: a new member of a rank dials every survivor in
+    /// turn, and each survivor answers only it, so no survivor's knock
+    /// meets the newcomer busy with another.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn agree_as<S>(
+        &mut self,
+        me: usize,
+        link: u32,
+        peer: usize,
+        timeout: Duration,
+        dials: bool,
+        state: &mut S,
+        renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
+        connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
         let started = Instant::now();
         let deadline = started + timeout;
-        let r = self.try_agree(me, link, peer, deadline, state, renew, connect);
+        let r = self.try_agree(me, link, peer, deadline, dials, state, renew, connect);
         r.map_err(|e| NodeError::Reconnect {
             peer,
             link,
@@ -127,6 +147,7 @@ impl ControlPath {
         link: u32,
         peer: usize,
         deadline: Instant,
+        dials: bool,
         state: &mut S,
         renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
         connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
@@ -153,7 +174,7 @@ impl ControlPath {
             incarnation: self.incarnation,
             peer_incarnation: self.incarnations[peer],
         };
-        let r = if me < peer {
+        let r = if dials {
             h.dial(self.controls[peer], mine, connect)
         } else {
             h.answer(&self.port, mine, connect)

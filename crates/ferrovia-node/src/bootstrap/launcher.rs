@@ -45,6 +45,16 @@ pub enum Engine {
     Store(StoreConfig),
 }
 
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Engine::Rendezvous => f.write_str("rank 0's rendezvous"),
+            Engine::Pmix => f.write_str("PMIx"),
+            Engine::Store(c) => write!(f, "etcd at {} (job {})", c.endpoint, c.job),
+        }
+    }
+}
+
 /// Who this process is in the job, and where rank 0 listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -29,19 +29,20 @@ impl Node {
             .is_some_and(Membership::is_replacement)
     }
 
-    /// The replacement's side of [`Node::admit`]: connects to every other
-    /// rank over the control path (each survivor admits this rank at the
-    /// same time), then marks this member running.
+    /// The replacement's side of [`Node::admit`]: dials every other rank's
+    /// control port in turn (each survivor admits this rank meanwhile,
+    /// answering only it), then marks this member running.
     pub(crate) fn rejoin(&mut self, timeout: Duration) -> Result<(), NodeError> {
         let deadline = Instant::now() + timeout;
         for peer in (0..self.world_size).filter(|&p| p != self.rank) {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut side = (&mut self.multi, &self.renewer);
-            self.control.agree(
+            self.control.agree_as(
                 self.rank,
                 0,
                 peer,
                 left,
+                true,
                 &mut side,
                 |(multi, renewer)| renewer.renew(multi, peer),
                 |(multi, renewer), theirs| renewer.connect(multi, peer, &theirs),
@@ -94,11 +95,12 @@ impl Node {
         self.control.replace_peer(rank, incarnation, info.control);
         let mut side = (&mut self.multi, &self.renewer);
         let moved = info.link;
-        self.control.agree(
+        self.control.agree_as(
             self.rank,
             0,
             rank,
             timeout,
+            false,
             &mut side,
             |(multi, renewer)| renewer.renew(multi, rank),
             |(multi, renewer), theirs| renewer.connect_moved(multi, rank, &theirs, Some(&moved)),

@@ -83,10 +83,10 @@ impl Store {
         };
         let started = Instant::now();
         let client = rt
-            .block_on(tokio::time::timeout(
-                cfg.call_timeout,
-                Client::connect([endpoint], Some(options)),
-            ))
+            .block_on(async {
+                tokio::time::timeout(cfg.call_timeout, Client::connect([endpoint], Some(options)))
+                    .await
+            })
             .map_err(|_| unavailable("connect", started.elapsed(), "no answer".into()))?
             .map_err(|e| unavailable("connect", started.elapsed(), e.to_string()))?;
         let store = Store {
@@ -134,7 +134,10 @@ impl Store {
     {
         let started = Instant::now();
         let fut = f(self.client.clone());
-        match self.rt.block_on(tokio::time::timeout(bound, fut)) {
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(bound, fut).await })
+        {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.unavailable(what, started.elapsed(), e.to_string())),
             Err(_) => Err(self.unavailable(what, started.elapsed(), "no answer".into())),
@@ -199,7 +202,7 @@ impl Store {
             let started = Instant::now();
             let next = self
                 .rt
-                .block_on(tokio::time::timeout(left, stream.message()));
+                .block_on(async { tokio::time::timeout(left, stream.message()).await });
             let resp = match next {
                 Err(_) => return Ok(None),
                 Ok(Ok(Some(r))) => r,
