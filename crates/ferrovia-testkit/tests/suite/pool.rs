@@ -1,9 +1,8 @@
 //! The shared receive pool (issue 14), through `ferrovia-rank pool-*`.
 
-use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, RANK_BIN, finish};
+use super::BackendEnv;
 
 /// Bytes of one message, and pooled receives per rank (ferrovia-rank's).
 const SLOT: usize = 64;
