@@ -64,11 +64,14 @@ enum Command {
         name: String,
     },
     /// barrier: barrier algorithms x 2/4/8/16 ranks in one VM boot;
+    /// bootstrap: 2/4/8 ranks meeting over each engine (rank 0's
+    /// rendezvous, PMIx, etcd) on this host, and a rank replaced through
+    /// etcd;
     /// --compare: ferrovia-perf next to perftest and ucx_perftest, written
     /// to docs/benchmarks.md; soak: the soak with faults (8 ranks over UCX
     /// tcp on the host, then 4 over verbs in the VM), --minutes each.
     Bench {
-        #[arg(value_parser = ["barrier", "compare", "soak"], required_unless_present = "compare")]
+        #[arg(value_parser = ["barrier", "bootstrap", "compare", "soak"], required_unless_present = "compare")]
         what: Option<String>,
         /// With soak: how long each of its two runs lasts.
         #[arg(long, default_value_t = 30)]
@@ -270,6 +273,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
                 ));
             }
             bench::barrier()
+        }
+        Command::Bench { what, .. } if what.as_deref() == Some("bootstrap") => {
+            crate::bench_bootstrap::command()
         }
         Command::Bench { what, minutes, .. } if what.as_deref() == Some("soak") => {
             crate::soak::command(minutes)

@@ -15,6 +15,8 @@ const VERBS: BackendEnv = &[("FERROVIA_BACKEND", "verbs")];
 fn a_killed_member_drops_out_within_its_lease_and_a_replacement_takes_its_rank() {
     let ttl_ms = 3000;
     let (left_ms, passed_ms) = replace_rank_two(VERBS, ttl_ms);
-    println!("kill -> Left at every survivor: {left_ms} ms; kill -> barrier of all four: {passed_ms} ms (lease {ttl_ms} ms)");
+    println!(
+        "kill -> Left at every survivor: {left_ms} ms; kill -> barrier of all four: {passed_ms} ms (lease {ttl_ms} ms)"
+    );
     assert!(left_ms <= u128::from(ttl_ms) + 1000, "{left_ms} ms");
 }

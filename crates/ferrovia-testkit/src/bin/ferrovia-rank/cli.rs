@@ -128,6 +128,10 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 30_000)]
         timeout_ms: u64,
     },
+    /// Prints how long this rank's bootstrap took (the node's build, the
+    /// engine's meeting included) and when it was connected, then leaves
+    /// after a barrier of every rank (`cargo xtask bench bootstrap`).
+    Bootstrap,
     /// A member of a store-backed job (FERROVIA_STORE): round 0; the victim
     /// is killed, the survivors see it leave and admit its replacement;
     /// round 1 with every rank.

@@ -500,6 +500,7 @@ fn main() -> ExitCode {
         Command::PoolTooLong => 4,
         _ => 0,
     };
+    let building = Instant::now();
     let mut node = match build(algorithm.into(), timeout, cli.launch, pool) {
         Ok(n) => n,
         Err(e) => {
@@ -535,6 +536,17 @@ fn main() -> ExitCode {
                 timeout: ms(timeout_ms),
             },
         ),
+        Command::Bootstrap => {
+            println!(
+                "rank {}: bootstrap {} us through {}, connected at {}",
+                node.rank(),
+                building.elapsed().as_micros(),
+                node.engine(),
+                wall_us()
+            );
+            let all: Vec<usize> = (0..node.world_size()).collect();
+            node.barrier(&all, WAIT)
+        }
         Command::Member {
             victim,
             replacement,
