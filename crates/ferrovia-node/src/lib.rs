@@ -24,6 +24,14 @@
 //! that did not arrive, and a rank that fails a barrier tells the others,
 //! so they fail at once naming it.
 //!
+//! How the ranks meet depends on how they were started (see
+//! [`launch::Engine`] and [`Node::engine`]): rank 0's rendezvous above by
+//! default; under a PMIx launcher (`mpirun`, `srun --mpi=pmix`) PMIx's own
+//! exchange (feature `pmix`); with `FERROVIA_STORE=etcd://...` a store
+//! whose members hold leases, so a dead rank drops out
+//! ([`MemberEvent::Left`]) and a new process takes its place
+//! ([`Node::admit`]; feature `etcd`).
+//!
 //! A node also opens [`Rail`]s for layers that spread transfers over
 //! several devices or UCX workers ([`Node::open_rail`]): more connections
 //! to every rank, each set on a backend of its own, whose connections are
