@@ -416,8 +416,8 @@ pub(crate) fn command() -> Result<u8> {
         launch += "\n";
         build += "\n";
     }
-    let mut replace = format!(
-        "| run | kill → Left at every survivor (ms) | kill → all four past a barrier (ms) |\n|---|---|---|\n"
+    let mut replace = String::from(
+        "| run | kill → Left at every survivor (ms) | kill → all four past a barrier (ms) |\n|---|---|---|\n",
     );
     for run in 0..RUNS {
         let (left, passed) = replace_once(&program, &etcd, run)?;

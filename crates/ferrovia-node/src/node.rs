@@ -62,9 +62,9 @@ pub struct Node {
     pub(crate) control: ControlPath,
     engine: Engine,
     /// A store-backed job's membership (left when the node drops).
-    pub(crate) membership: Option<Membership>,
+    pub(crate) membership: Option<Box<Membership>>,
     /// Under PMIx, the client (finalised when the node drops).
-    _pmix: Option<PmixMeeting>,
+    _pmix: Option<Box<PmixMeeting>>,
 }
 
 /// What a build hands [`Node::assemble`].

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use crate::error::PmixError;
 use crate::ffi::PmixLib;
 
-/// The library [`library`] loads, unless `FERROVIA_LIBPMIX` names another
+/// The library [`Client::init`](crate::Client::init) loads, unless `FERROVIA_LIBPMIX` names another
 /// path. Debian's `libpmix2` installs it on the linker's path.
 pub const LIBPMIX: &str = "libpmix.so.2";
 

@@ -21,11 +21,11 @@ pub(crate) enum Meeting {
     },
     /// PMIx: the launcher's exchange; the token comes with the blobs.
     Pmix {
-        meeting: PmixMeeting,
+        meeting: Box<PmixMeeting>,
         token: Option<String>,
     },
-    /// A store (etcd).
-    Store(Joining),
+    /// A store (etcd); boxed, for its client is large.
+    Store(Box<Joining>),
 }
 
 /// What a node keeps of its engine after the meeting.
@@ -33,9 +33,9 @@ pub(crate) enum Kept {
     /// Nothing: rank 0's rendezvous is done.
     Nothing,
     /// The PMIx client, finalised when the node goes.
-    Pmix(PmixMeeting),
+    Pmix(Box<PmixMeeting>),
     /// The membership: the lease, the watch, the events.
-    Store(Membership),
+    Store(Box<Membership>),
 }
 
 impl Meeting {
@@ -43,7 +43,7 @@ impl Meeting {
     /// given, is the job's (else rank 0 makes one).
     pub(crate) fn pmix(timeout: Duration, token: Option<String>) -> Result<Meeting, NodeError> {
         Ok(Meeting::Pmix {
-            meeting: PmixMeeting::start(timeout)?,
+            meeting: Box::new(PmixMeeting::start(timeout)?),
             token,
         })
     }
@@ -56,9 +56,8 @@ impl Meeting {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Meeting, NodeError> {
-        Ok(Meeting::Store(Joining::start(
-            cfg, rank, n, token, timeout,
-        )?))
+        let joining = Joining::start(cfg, rank, n, token, timeout)?;
+        Ok(Meeting::Store(Box::new(joining)))
     }
 
     /// This rank and the world's size, as the engine says.
@@ -126,7 +125,7 @@ impl Meeting {
                 meeting.ready()?;
                 Ok(Kept::Pmix(meeting))
             }
-            Meeting::Store(j) => Ok(Kept::Store(j.ready()?)),
+            Meeting::Store(j) => Ok(Kept::Store(Box::new(j.ready()?))),
         }
     }
 }

@@ -17,16 +17,14 @@ use crate::node::Node;
 impl Node {
     fn membership(&self, what: &'static str) -> Result<&Membership, NodeError> {
         self.membership
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| BootstrapError::NoStore { what }.into())
     }
 
     /// Whether this node replaced a dead member of a running job and has
     /// still to connect to the survivors (its build does that).
     pub(crate) fn is_replacement(&self) -> bool {
-        self.membership
-            .as_ref()
-            .is_some_and(Membership::is_replacement)
+        self.membership.as_ref().is_some_and(|m| m.is_replacement())
     }
 
     /// The replacement's side of [`Node::admit`]: dials every other rank's
@@ -115,7 +113,7 @@ impl Node {
     /// This rank's member in a store-backed job: the store revision that
     /// created its key (a replacement's is newer than its predecessor's).
     pub fn incarnation(&self) -> Option<u64> {
-        self.membership.as_ref().map(Membership::incarnation)
+        self.membership.as_deref().map(|m| m.incarnation())
     }
 
     /// Publishes `value` under `name` in the job's store, for as long as
