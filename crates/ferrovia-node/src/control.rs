@@ -463,6 +463,42 @@ mod tests {
         );
     }
 
+    /// A knock from another member of the peer's rank (a dead one's, with
+    /// the job's token and the right generation) is a stranger's: refused,
+    /// while the answerer waits on for the member it expects, which pairs.
+    #[test]
+    fn a_knock_from_another_member_of_the_rank_is_refused_and_the_expected_one_pairs() {
+        let port = ControlPort::bind("127.0.0.1:1").unwrap();
+        let at = port.addr();
+        let answering = thread::spawn(move || {
+            let mut h = handshake(1, 0, 0, 0);
+            h.peer_incarnation = 40;
+            h.answer(&port, b"one".to_vec(), |theirs| {
+                assert_eq!(theirs, b"new");
+                Ok(())
+            })
+        });
+        let mut dead = handshake(0, 1, 0, 0);
+        dead.incarnation = 7;
+        dead.deadline = Instant::now() + Duration::from_millis(500);
+        let refused = dead.dial(at, b"old".to_vec(), |_| panic!("a stranger connected"));
+        match refused {
+            Err(NodeError::Bootstrap(BootstrapError::Rejected { reason, .. })) => {
+                assert!(reason.contains("member 7 is not the one expected (40)"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut new = handshake(0, 1, 0, 0);
+        new.incarnation = 40;
+        let paired = new.dial(at, b"new".to_vec(), |theirs| {
+            assert_eq!(theirs, b"one");
+            Ok(())
+        });
+        assert!(paired.is_ok(), "{paired:?}");
+        let answered = answering.join().unwrap();
+        assert!(answered.is_ok(), "{answered:?}");
+    }
+
     #[test]
     fn a_knock_for_another_link_fails_on_both_sides() {
         // Same generation, other link: the link is checked first, and
