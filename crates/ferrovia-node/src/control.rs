@@ -484,7 +484,10 @@ mod tests {
         let refused = dead.dial(at, b"old".to_vec(), |_| panic!("a stranger connected"));
         match refused {
             Err(NodeError::Bootstrap(BootstrapError::Rejected { reason, .. })) => {
-                assert!(reason.contains("member 7 is not the one expected (40)"), "{reason}")
+                assert!(
+                    reason.contains("member 7 is not the one expected (40)"),
+                    "{reason}"
+                )
             }
             other => panic!("{other:?}"),
         }

@@ -126,3 +126,36 @@ fn a_store_lost_mid_job_leaves_the_data_path_running_and_membership_waiting() {
         assert!(out.contains("wrote through rank"), "{out}");
     }
 }
+
+#[test]
+fn a_rank_that_never_comes_fails_the_others_start_naming_it() {
+    let etcd = Etcd::start();
+    let url = etcd.url("absent");
+    let started = Instant::now();
+    let mut m = Member::spawn(
+        &url,
+        0,
+        3,
+        &["exchange", "1"],
+        UCX_TCP,
+        &[("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "2000")],
+    );
+    let mut one = Member::spawn(
+        &url,
+        1,
+        3,
+        &["exchange", "1"],
+        UCX_TCP,
+        &[("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "2000")],
+    );
+    for m in [&mut m, &mut one] {
+        let (code, _, err) = finish_member(m);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("rank(s) [2] never checked in"), "{err}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+}

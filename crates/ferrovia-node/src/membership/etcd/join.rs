@@ -222,6 +222,7 @@ impl Joining {
         self.set_state(MemberState::Published)?;
         let (n, rank, replacement) = (self.n, self.rank, self.replacement);
         let members = self.store().key("members/");
+        let mut last = vec![0u64; n];
         let found = self.store().wait_until(&members, self.deadline, |kvs| {
             let mut inc = vec![0u64; n];
             for kv in kvs {
@@ -237,10 +238,18 @@ impl Joining {
                     inc[r] = kv.create_revision() as u64;
                 }
             }
-            inc.iter().all(|&i| i != 0).then_some(inc)
+            let done = inc.iter().all(|&i| i != 0);
+            last.clone_from(&inc);
+            done.then_some(inc)
         })?;
         let Some(incarnations) = found else {
-            return Err(self.missing(&members, "published its links"));
+            let missing = (0..n).filter(|&r| last[r] == 0).collect();
+            let what = if replacement {
+                "ran (a replacement waits for every other rank's member to run)"
+            } else {
+                "published its links"
+            };
+            return Err(self.missing(missing, what));
         };
         self.incarnations = incarnations;
         let links = self.store().key(&format!("links/{me}/"));
@@ -277,12 +286,14 @@ impl Joining {
             self.store().put(key, Vec::new(), self.lease)?;
             let ready = self.store().key("ready/");
             let n = self.n;
-            if self
-                .store()
-                .wait_until(&ready, self.deadline, |kvs| (kvs.len() >= n).then_some(()))?
-                .is_none()
-            {
-                return Err(self.missing(&ready, "reported ready"));
+            let mut have = Vec::new();
+            let found = self.store().wait_until(&ready, self.deadline, |kvs| {
+                have = kvs.iter().filter_map(rank_of).collect();
+                (kvs.len() >= n).then_some(())
+            })?;
+            if found.is_none() {
+                let missing = (0..n).filter(|r| !have.contains(r)).collect();
+                return Err(self.missing(missing, "reported ready"));
             }
             let started = self.store().key("started");
             let lease = self.job_lease;
@@ -306,19 +317,7 @@ impl Joining {
     }
 
     /// The error of a wait for every member that ran out: which ranks.
-    fn missing(&self, prefix: &str, what: &str) -> NodeError {
-        let have: Vec<usize> = self
-            .store()
-            .call("a read of the members", |mut c| {
-                let p = prefix.to_owned();
-                async move {
-                    c.get(p, Some(etcd_client::GetOptions::new().with_prefix()))
-                        .await
-                }
-            })
-            .map(|r| r.kvs().iter().filter_map(rank_of).collect())
-            .unwrap_or_default();
-        let missing: Vec<usize> = (0..self.n).filter(|r| !have.contains(r)).collect();
+    fn missing(&self, missing: Vec<usize>, what: &str) -> NodeError {
         log::warn!("store: rank(s) {missing:?} never {what}");
         BootstrapError::MissingRanks {
             missing,
