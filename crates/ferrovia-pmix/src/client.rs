@@ -3,6 +3,9 @@
 //! every rank, is in `fence`.
 
 use std::ffi::{CStr, CString, c_char};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
 
 use crate::error::PmixError;
 use crate::ffi;
@@ -31,15 +34,44 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Loads libpmix and connects to the local PMIx server the launcher
-    /// started (found through the `PMIX_*` variables it set).
+    /// started (found through the `PMIX_*` variables it set), waiting at
+    /// most 60 s for it.
     pub fn init() -> Result<Client, PmixError> {
+        Self::init_within(Duration::from_secs(60))
+    }
+
+    /// [`Client::init`] waiting at most `timeout` for the server: a server
+    /// that takes the connection and never answers (PMIx's handshake
+    /// blocks) fails with [`PmixError::TimedOut`] naming `PMIx_Init`. The
+    /// call runs on a thread of its own, which is left to finish (or
+    /// not) after a timeout.
+    pub fn init_within(timeout: Duration) -> Result<Client, PmixError> {
         let lib = library()?;
-        let mut me = ffi::pmix_proc_t::default();
-        // SAFETY: `me` is a valid pmix_proc_t for PMIx to fill; no info
-        // array is passed (NULL, 0), which PMIx_Init accepts.
-        let status = unsafe { lib.PMIx_Init(&mut me, std::ptr::null_mut(), 0) };
-        check(lib, "PMIx_Init", status)?;
-        Ok(Client { lib, me })
+        let (tx, rx) = mpsc::channel();
+        thread::Builder::new()
+            .name("ferrovia-pmix-init".into())
+            .spawn(move || {
+                let mut me = ffi::pmix_proc_t::default();
+                // SAFETY: `me` is a valid pmix_proc_t for PMIx to fill, on
+                // this thread's stack for the whole call; no info array is
+                // passed (NULL, 0), which PMIx_Init accepts.
+                let status = unsafe { lib.PMIx_Init(&mut me, std::ptr::null_mut(), 0) };
+                let r = check(lib, "PMIx_Init", status).map(|()| Client { lib, me });
+                if let Err(unwanted) = tx.send(r) {
+                    // Nobody waits any more (it timed out): a client that
+                    // came up late is finalised as it drops here.
+                    drop(unwanted);
+                }
+            })
+            .map_err(|e| PmixError::Call {
+                call: "PMIx_Init",
+                status: 0,
+                text: format!("cannot start its thread: {e}"),
+            })?;
+        rx.recv_timeout(timeout).map_err(|_| PmixError::TimedOut {
+            call: "PMIx_Init",
+            after: timeout,
+        })?
     }
 
     /// This process's rank in its namespace.

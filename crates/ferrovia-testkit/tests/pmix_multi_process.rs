@@ -164,3 +164,38 @@ fn without_libpmix_a_rank_still_starts_and_under_mpirun_names_the_library() {
         "{err}"
     );
 }
+
+/// A PMIx server that takes the connection and never answers (PMIx's
+/// handshake would block for ever): the rank's `PMIx_Init` fails at the
+/// bootstrap timeout, naming the call.
+#[test]
+fn a_pmix_server_that_never_answers_fails_within_the_bootstrap_timeout() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("1.0;tcp4://{}", silent.local_addr().unwrap());
+    let holding = std::thread::spawn(move || {
+        // Accept, and keep the connection open, answering nothing.
+        silent.accept().map(|(s, _)| s).ok()
+    });
+    let started = Instant::now();
+    let out = Command::new(RANK_BIN)
+        .args(["exchange", "1"])
+        .env("PMIX_RANK", "0")
+        .env("PMIX_NAMESPACE", "silent")
+        .env("PMIX_SERVER_URI41", &uri)
+        .env("PMIX_SERVER_URI4", &uri)
+        .env("FERROVIA_BACKEND", "ucx")
+        .env("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "1500")
+        .env_remove("FERROVIA_RANK")
+        .env_remove("FERROVIA_RENDEZVOUS")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("waiting for the local PMIx server to answer (PMIx_Init)"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    drop(holding);
+}

@@ -30,7 +30,7 @@ impl PmixMeeting {
     /// Connects to the launcher's PMIx server and learns the rank and the
     /// job's size; every fence waits at most `timeout`.
     pub(crate) fn start(timeout: Duration) -> Result<PmixMeeting, NodeError> {
-        let client = Client::init().map_err(from_pmix)?;
+        let client = Client::init_within(timeout).map_err(from_pmix)?;
         let n = client.job_size().map_err(from_pmix)? as usize;
         let local = client.local_size().map_err(from_pmix)? as usize;
         let rank = client.rank() as usize;
@@ -121,7 +121,10 @@ fn from_pmix(e: PmixError) -> NodeError {
             BootstrapError::PmixUnavailable { library, reason }.into()
         }
         PmixError::TimedOut { call, after } => BootstrapError::TimedOut {
-            what: format!("every rank to enter the PMIx fence ({call})"),
+            what: match call {
+                "PMIx_Init" => "the local PMIx server to answer (PMIx_Init)".to_owned(),
+                _ => format!("every rank to enter the PMIx fence ({call})"),
+            },
             after,
         }
         .into(),
