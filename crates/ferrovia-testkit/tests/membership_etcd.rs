@@ -127,34 +127,34 @@ fn a_store_lost_mid_job_leaves_the_data_path_running_and_membership_waiting() {
     }
 }
 
+/// Ranks 0 and 1 of 3 come, rank 2 never does: both fail at their
+/// bootstrap timeout (6 s: the other tests start ranks meanwhile), naming
+/// rank 2 (the later one may name the first too: a rank that gave up
+/// gives its claim back at once).
 #[test]
 fn a_rank_that_never_comes_fails_the_others_start_naming_it() {
     let etcd = Etcd::start();
     let url = etcd.url("absent");
+    let limit = [("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "6000")];
     let started = Instant::now();
-    let mut m = Member::spawn(
-        &url,
-        0,
-        3,
-        &["exchange", "1"],
-        UCX_TCP,
-        &[("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "2000")],
-    );
-    let mut one = Member::spawn(
-        &url,
-        1,
-        3,
-        &["exchange", "1"],
-        UCX_TCP,
-        &[("FERROVIA_BOOTSTRAP_TIMEOUT_MS", "2000")],
-    );
-    for m in [&mut m, &mut one] {
+    let mut ranks: Vec<Member> = (0..2)
+        .map(|r| Member::spawn(&url, r, 3, &["exchange", "1"], UCX_TCP, &limit))
+        .collect();
+    for m in &mut ranks {
         let (code, _, err) = finish_member(m);
         assert_eq!(code, Some(2), "{err}");
-        assert!(err.contains("rank(s) [2] never checked in"), "{err}");
+        let named = err
+            .split("rank(s) [")
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .unwrap_or_default();
+        assert!(
+            err.contains("never checked in") && named.split(", ").any(|r| r == "2"),
+            "{err}"
+        );
     }
     assert!(
-        started.elapsed() < Duration::from_secs(8),
+        started.elapsed() < Duration::from_secs(15),
         "{:?}",
         started.elapsed()
     );
