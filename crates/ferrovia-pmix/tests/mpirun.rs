@@ -13,9 +13,16 @@ fn under_pmix() -> bool {
 
 /// Runs test `name` as `n` ranks under mpirun; returns (success, output).
 fn mpirun(name: &str, n: usize, extra: &[(&str, &str)]) -> (bool, String) {
+    // A session directory of its own: concurrent mpiruns sharing
+    // /tmp/ompi.HOST.UID race to create it.
+    let session =
+        std::env::temp_dir().join(format!("ferrovia-pmix-test-{}-{name}", std::process::id()));
+    let _ = std::fs::create_dir_all(&session);
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
-        .arg(n.to_string());
+        .arg(n.to_string())
+        .args(["--mca", "orte_tmpdir_base"])
+        .arg(&session);
     for (k, v) in extra {
         c.args(["-x", &format!("{k}={v}")]);
     }
@@ -24,6 +31,7 @@ fn mpirun(name: &str, n: usize, extra: &[(&str, &str)]) -> (bool, String) {
         .args([name, "--exact", "--nocapture", "--test-threads", "1"])
         .output()
         .expect("mpirun (apt-get install openmpi-bin, or cargo xtask deps)");
+    let _ = std::fs::remove_dir_all(&session);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -31,9 +31,16 @@ pub fn mpirun(
         JOBS.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&dir);
+    // A session directory of its own: concurrent mpiruns sharing
+    // /tmp/ompi.HOST.UID race to create it ("File exists", orte_init
+    // fails).
+    let session = dir.with_extension("session");
+    let _ = std::fs::create_dir_all(&session);
     let mut c = Command::new("mpirun");
     c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
         .arg(n.to_string())
+        .args(["--mca", "orte_tmpdir_base"])
+        .arg(&session)
         .arg("--output-filename")
         .arg(&dir);
     for (k, v) in env {
@@ -60,5 +67,6 @@ pub fn mpirun(
         eprintln!("mpirun exited {code:?}:\n{out}\n{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&session);
     (code, ranks)
 }
