@@ -64,6 +64,9 @@ enum Command {
         name: String,
     },
     /// barrier: barrier algorithms x 2/4/8/16 ranks in one VM boot;
+    /// bootstrap: 2/4/8 ranks meeting over each engine (rank 0's
+    /// rendezvous, PMIx, etcd) on this host, and a rank replaced through
+    /// etcd;
     /// --compare: ferrovia-perf next to perftest and ucx_perftest, written
     /// to docs/benchmarks.md; ucx-versions: the UCX pairs over the system
     /// UCX and over UCX 1.22 (ucx-rs), each next to its own ucx_perftest,
@@ -71,7 +74,7 @@ enum Command {
     /// faults (8 ranks over UCX tcp on the host, then 4 over verbs in the
     /// VM), --minutes each.
     Bench {
-        #[arg(value_parser = ["barrier", "compare", "ucx-versions", "soak"], required_unless_present = "compare")]
+        #[arg(value_parser = ["barrier", "bootstrap", "compare", "ucx-versions", "soak"], required_unless_present = "compare")]
         what: Option<String>,
         /// With soak: how long each of its two runs lasts.
         #[arg(long, default_value_t = 30)]
@@ -276,6 +279,9 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         }
         Command::Bench { what, .. } if what.as_deref() == Some("ucx-versions") => {
             bench_compare::ucx_versions::command()
+        }
+        Command::Bench { what, .. } if what.as_deref() == Some("bootstrap") => {
+            crate::bench_bootstrap::command()
         }
         Command::Bench { what, minutes, .. } if what.as_deref() == Some("soak") => {
             crate::soak::command(minutes)

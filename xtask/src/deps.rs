@@ -8,7 +8,9 @@ use crate::cmd;
 use crate::failure::{Failure, Result};
 
 /// Everything: building (bindgen needs libclang, the -sys crates need the
-/// verbs/rdmacm/UCX headers), the test tools, and the VM harness.
+/// verbs/rdmacm/UCX/PMIx headers; the etcd client's protocol buffers need
+/// `protoc` and the well-known types), the test tools (mpirun for the PMIx
+/// bootstrap, etcd for the store-backed membership), and the VM harness.
 pub(crate) const ALL: &[&str] = &[
     "libibverbs-dev",
     "librdmacm-dev",
@@ -22,6 +24,12 @@ pub(crate) const ALL: &[&str] = &[
     "pkg-config",
     "libucx-dev",
     "ucx-utils",
+    "libpmix-dev",
+    "openmpi-bin",
+    "protobuf-compiler",
+    "libprotobuf-dev",
+    "etcd-server",
+    "etcd-client",
     "qemu-system-x86",
     "busybox-static",
     "kmod",

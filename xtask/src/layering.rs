@@ -14,6 +14,7 @@ pub(crate) const LAYERS: &[&str] = &[
     "ferrovia-channel",
     "ferrovia-verbs-transport",
     "ferrovia-ucx",
+    "ferrovia-pmix",
     "ferrovia-node",
     "ferrovia-async",
     "ferrovia-transfer",

@@ -8,6 +8,7 @@
 mod out;
 
 mod bench;
+mod bench_bootstrap;
 mod bench_compare;
 mod cargo_artifacts;
 mod cli;

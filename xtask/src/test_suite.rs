@@ -157,6 +157,7 @@ const FEATURE_SETS: &[(&str, &str)] = &[
     ("ferrovia", "ucx"),
     ("ferrovia", "verbs"),
     ("ferrovia", "verbs,ucx,async,transfer,metrics"),
+    ("ferrovia", "ucx,pmix,etcd"),
     ("ferrovia-node", "ucx"),
     ("ferrovia-node", "verbs"),
     ("ferrovia-async", "ucx"),

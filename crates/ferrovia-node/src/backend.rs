@@ -180,11 +180,29 @@ impl Renewer {
         peer: usize,
         link: &[u8],
     ) -> Result<(), NodeError> {
+        self.connect_moved(multi, peer, link, None)
+    }
+
+    /// [`Renewer::connect`] to a new process that took the peer's rank,
+    /// whose bootstrap link is `moved`: over UCX, the new endpoint goes to
+    /// its worker (the renewed link carries a generation only); a verbs
+    /// renewed link names the new queue pair itself.
+    pub(crate) fn connect_moved(
+        &self,
+        multi: &mut MultiChannel,
+        peer: usize,
+        link: &[u8],
+        moved: Option<&Link>,
+    ) -> Result<(), NodeError> {
         let link: Link = postcard::from_bytes(link).map_err(protocol)?;
         match (self.0, link) {
-            (Backend::Verbs, Link::Verbs(bytes)) | (Backend::Ucx, Link::Ucx(bytes)) => {
+            (Backend::Ucx, Link::Ucx(mut bytes)) => {
+                if let Some(Link::Ucx(worker)) = moved {
+                    bytes.extend_from_slice(worker);
+                }
                 Ok(multi.connect_renewed(peer, &bytes)?)
             }
+            (Backend::Verbs, Link::Verbs(bytes)) => Ok(multi.connect_renewed(peer, &bytes)?),
             (_, other) => Err(BootstrapError::Protocol(format!(
                 "rank {peer} renewed its side on the {} backend",
                 other.backend()

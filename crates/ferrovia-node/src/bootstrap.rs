@@ -5,8 +5,11 @@
 //! that connect transports of their own.
 
 pub(crate) mod address;
+pub(crate) mod engine_vars;
 pub(crate) mod launcher;
 pub(crate) mod local_launch;
+pub(crate) mod meeting;
+pub(crate) mod pmix;
 pub(crate) mod rendezvous;
 pub(crate) mod token;
 pub(crate) mod wire;

@@ -51,7 +51,11 @@ impl ControlPort {
     /// Listens on the address this host reaches `rendezvous` from (the
     /// interface its peers can reach), at a port the OS picks.
     pub(crate) fn bind(rendezvous: &str) -> Result<ControlPort, BootstrapError> {
-        let ip = local_ip_toward(rendezvous)?;
+        Self::bind_ip(local_ip_toward(rendezvous)?)
+    }
+
+    /// Listens on `ip`, at a port the OS picks.
+    pub(crate) fn bind_ip(ip: std::net::IpAddr) -> Result<ControlPort, BootstrapError> {
         let listener = TcpListener::bind((ip, 0)).map_err(|e| io("control port: listen", e))?;
         let addr = listener
             .local_addr()
@@ -117,6 +121,11 @@ pub(crate) struct Handshake<'a> {
     /// The generation of the connection this call replaces (the count of
     /// reconnects of this link with the peer that succeeded).
     pub(crate) generation: u32,
+    /// This rank's member (a store-backed job's incarnation; else 0).
+    pub(crate) incarnation: u64,
+    /// The peer's member this call expects: a knock from another is a
+    /// stranger's (a dead member's, whose lease expired).
+    pub(crate) peer_incarnation: u64,
 }
 
 impl Handshake<'_> {
@@ -224,6 +233,7 @@ impl Handshake<'_> {
             to: self.peer as u32,
             link: self.link,
             generation: self.generation,
+            incarnation: self.incarnation,
         };
         write_msg(&mut s, &knock).map_err(|e| failed(&e))?;
         match read_msg(&mut s, MAX_JOIN) {
@@ -319,7 +329,12 @@ impl Handshake<'_> {
                 to,
                 link,
                 generation,
-            }) if token == self.token && f as usize == self.peer && to as usize == self.me => {
+                incarnation,
+            }) if token == self.token
+                && f as usize == self.peer
+                && to as usize == self.me
+                && incarnation == self.peer_incarnation =>
+            {
                 // The link first: generations of different links are not
                 // comparable.
                 if link != self.link {
@@ -339,6 +354,14 @@ impl Handshake<'_> {
                 return Ok(Some(s));
             }
             Ok(Msg::Knock { token, .. }) if token != self.token => "wrong job token".to_owned(),
+            Ok(Msg::Knock {
+                from: f,
+                incarnation,
+                ..
+            }) if f as usize == self.peer && incarnation != self.peer_incarnation => format!(
+                "rank {f}'s member {incarnation} is not the one expected ({})",
+                self.peer_incarnation
+            ),
             Ok(Msg::Knock { from: f, to, .. }) => {
                 format!(
                     "rank {} expects rank {} here, not {f} for {to}",
@@ -378,6 +401,8 @@ mod tests {
             deadline: Instant::now() + Duration::from_secs(5),
             link,
             generation,
+            incarnation: 0,
+            peer_incarnation: 0,
         }
     }
 
@@ -436,6 +461,45 @@ mod tests {
             ),
             "{a:?}"
         );
+    }
+
+    /// A knock from another member of the peer's rank (a dead one's, with
+    /// the job's token and the right generation) is a stranger's: refused,
+    /// while the answerer waits on for the member it expects, which pairs.
+    #[test]
+    fn a_knock_from_another_member_of_the_rank_is_refused_and_the_expected_one_pairs() {
+        let port = ControlPort::bind("127.0.0.1:1").unwrap();
+        let at = port.addr();
+        let answering = thread::spawn(move || {
+            let mut h = handshake(1, 0, 0, 0);
+            h.peer_incarnation = 40;
+            h.answer(&port, b"one".to_vec(), |theirs| {
+                assert_eq!(theirs, b"new");
+                Ok(())
+            })
+        });
+        let mut dead = handshake(0, 1, 0, 0);
+        dead.incarnation = 7;
+        dead.deadline = Instant::now() + Duration::from_millis(500);
+        let refused = dead.dial(at, b"old".to_vec(), |_| panic!("a stranger connected"));
+        match refused {
+            Err(NodeError::Bootstrap(BootstrapError::Rejected { reason, .. })) => {
+                assert!(
+                    reason.contains("member 7 is not the one expected (40)"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut new = handshake(0, 1, 0, 0);
+        new.incarnation = 40;
+        let paired = new.dial(at, b"new".to_vec(), |theirs| {
+            assert_eq!(theirs, b"one");
+            Ok(())
+        });
+        assert!(paired.is_ok(), "{paired:?}");
+        let answered = answering.join().unwrap();
+        assert!(answered.is_ok(), "{answered:?}");
     }
 
     #[test]

@@ -24,15 +24,48 @@ pub(crate) struct ControlPath {
     /// reconnects of it succeeded (a reconnect names the one it
     /// replaces). A link absent here has never been reconnected.
     generations: BTreeMap<u32, Vec<u32>>,
+    /// This rank's member and every rank's, in a store-backed job (the
+    /// store revision that created the member's key; 0 elsewhere): a
+    /// knock from another member of the peer's rank than the one known
+    /// (a dead one's, say) is a stranger's.
+    incarnation: u64,
+    incarnations: Vec<u64>,
 }
 
 impl ControlPath {
     pub(crate) fn new(token: String, port: ControlPort, controls: Vec<SocketAddr>) -> ControlPath {
+        let n = controls.len();
         ControlPath {
             token,
             port,
             controls,
             generations: BTreeMap::new(),
+            incarnation: 0,
+            incarnations: vec![0; n],
+        }
+    }
+
+    /// The members' incarnations of a store-backed job: this rank's and
+    /// every rank's.
+    pub(crate) fn set_incarnations(&mut self, mine: u64, all: Vec<u64>) {
+        self.incarnation = mine;
+        if all.len() == self.incarnations.len() {
+            self.incarnations = all;
+        }
+    }
+
+    /// A new member took `peer`'s rank: its incarnation, its control
+    /// port, and every connection with it starting again at generation 0
+    /// (the new member's count).
+    pub(crate) fn replace_peer(&mut self, peer: usize, incarnation: u64, control: SocketAddr) {
+        if let (Some(i), Some(c)) = (self.incarnations.get_mut(peer), self.controls.get_mut(peer)) {
+            *i = incarnation;
+            *c = control;
+        }
+        for g in self.generations.values_mut() {
+            if let Some(g) = g.get_mut(peer) {
+                *g = 0;
+            }
         }
     }
 
@@ -76,12 +109,32 @@ impl ControlPath {
         renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
         connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
     ) -> Result<(), NodeError> {
+        let dials = me < peer;
+        self.agree_as(me, link, peer, timeout, dials, state, renew, connect)
+    }
+
+    /// [`ControlPath::agree`], this side dialing (`dials`) or answering
+    /// whatever the ranks: a new member of a rank dials every survivor in
+    /// turn, and each survivor answers only it, so no survivor's knock
+    /// meets the newcomer busy with another.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn agree_as<S>(
+        &mut self,
+        me: usize,
+        link: u32,
+        peer: usize,
+        timeout: Duration,
+        dials: bool,
+        state: &mut S,
+        renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
+        connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
+    ) -> Result<(), NodeError> {
         let started = Instant::now();
         let deadline = started + timeout;
         let generation = self.generation(link, peer);
         let _span = tracing::info_span!("reconnect", rank = me, link, peer, generation).entered();
         tracing::info!("reconnecting");
-        let r = self.try_agree(me, link, peer, deadline, state, renew, connect);
+        let r = self.try_agree(me, link, peer, deadline, dials, state, renew, connect);
         match &r {
             Ok(()) => tracing::info!(
                 took_us = started.elapsed().as_micros() as u64,
@@ -108,6 +161,7 @@ impl ControlPath {
         link: u32,
         peer: usize,
         deadline: Instant,
+        dials: bool,
         state: &mut S,
         renew: impl FnOnce(&mut S) -> Result<Vec<u8>, NodeError>,
         connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
@@ -131,8 +185,10 @@ impl ControlPath {
             deadline,
             link,
             generation,
+            incarnation: self.incarnation,
+            peer_incarnation: self.incarnations[peer],
         };
-        let r = if me < peer {
+        let r = if dials {
             h.dial(self.controls[peer], mine, connect)
         } else {
             h.answer(&self.port, mine, connect)

@@ -175,6 +175,94 @@ pub enum BootstrapError {
     /// A malformed or unexpected message.
     #[error("bootstrap protocol error: {0}")]
     Protocol(String),
+    /// The bootstrap engine asked for is not in this build (its feature
+    /// is off).
+    #[error(
+        "the {engine} bootstrap is not in this build: ferrovia-node was built without its `{feature}` feature"
+    )]
+    EngineNotBuilt {
+        /// The engine (`PMIx`, `etcd`).
+        engine: &'static str,
+        /// The feature that builds it.
+        feature: &'static str,
+    },
+    /// libpmix could not be loaded under a PMIx launcher.
+    #[error(
+        "started by a PMIx launcher, but {library} cannot be loaded: {reason} (install libpmix2, or set FERROVIA_RENDEZVOUS to meet through rank 0 instead)"
+    )]
+    PmixUnavailable {
+        /// The library asked for.
+        library: String,
+        /// What the loader said.
+        reason: String,
+    },
+    /// A PMIx call failed.
+    #[error("PMIx: {call} failed: {reason} (status {status})")]
+    Pmix {
+        /// The PMIx function.
+        call: &'static str,
+        /// PMIx's status.
+        status: i32,
+        /// PMIx's words for it.
+        reason: String,
+    },
+    /// The store did not answer a call within its bound (unreachable at
+    /// start, or lost mid-job: the data path keeps running, but
+    /// membership changes wait until it is back).
+    #[error("the store at {endpoint} did not answer {what} within {after:?}: {reason}")]
+    StoreUnavailable {
+        /// The etcd endpoint.
+        endpoint: String,
+        /// The call.
+        what: String,
+        /// How long it was given.
+        after: Duration,
+        /// The last error.
+        reason: String,
+    },
+    /// Another live process holds this rank in the store.
+    #[error(
+        "rank {rank} is held by another live process ({holder}); waited {waited:?} for it to come free"
+    )]
+    RankClaimed {
+        /// The rank.
+        rank: usize,
+        /// Who holds it, as it described itself (host and process id).
+        holder: String,
+        /// How long this process waited for the holder's lease to expire.
+        waited: Duration,
+    },
+    /// This process and the job in the store disagree (world size, token).
+    #[error("the job in the store has {what} {theirs}, this rank {ours}")]
+    JobMismatch {
+        /// What differs.
+        what: &'static str,
+        /// This rank's.
+        ours: String,
+        /// The job's.
+        theirs: String,
+    },
+    /// A membership call on a node that did not meet through a store.
+    #[error("{what} needs a store-backed job (FERROVIA_STORE or NodeBuilder::store)")]
+    NoStore {
+        /// The call.
+        what: &'static str,
+    },
+    /// [`Node::admit`](crate::Node::admit) for a rank with no live
+    /// member that published its links.
+    #[error("rank {rank} has no new member to admit (it has not joined, or left again)")]
+    NotJoined {
+        /// The rank.
+        rank: usize,
+    },
+    /// Nothing was published under a name within the wait.
+    #[error("nothing was published as {name:?} within {after:?}")]
+    NotPublished {
+        /// The name.
+        name: String,
+        /// How long it waited.
+        after: Duration,
+    },
     /// The backend asked for is not in this build (its feature is off).
     #[error(
         "the {backend} backend is not in this build: ferrovia-node was built without its `{backend}` feature"

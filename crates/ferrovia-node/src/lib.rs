@@ -24,6 +24,14 @@
 //! that did not arrive, and a rank that fails a barrier tells the others,
 //! so they fail at once naming it.
 //!
+//! How the ranks meet depends on how they were started (see
+//! [`launch::Engine`] and [`Node::engine`]): rank 0's rendezvous above by
+//! default; under a PMIx launcher (`mpirun`, `srun --mpi=pmix`) PMIx's own
+//! exchange (feature `pmix`); with `FERROVIA_STORE=etcd://...` a store
+//! whose members hold leases, so a dead rank drops out
+//! ([`MemberEvent::Left`]) and a new process takes its place
+//! ([`Node::admit`]; feature `etcd`).
+//!
 //! A node also opens [`Rail`]s for layers that spread transfers over
 //! several devices or UCX workers ([`Node::open_rail`]): more connections
 //! to every rank, each set on a backend of its own, whose connections are
@@ -40,11 +48,13 @@ mod backend_name;
 mod barrier;
 mod barrier_task;
 pub mod bootstrap;
+mod builder;
 mod by_address;
 mod control;
 mod control_path;
 mod datagrams;
 mod error;
+mod membership;
 mod node;
 mod rail;
 mod reconnect;
@@ -54,18 +64,20 @@ mod sync_region;
 pub use backend_name::{Backend, UnknownBackend};
 pub use barrier::BarrierAlgorithm;
 pub use barrier_task::BarrierTask;
-pub use bootstrap::launcher::{LaunchInfo, Launcher};
+pub use bootstrap::launcher::{Engine, LaunchInfo, Launcher};
+pub use builder::NodeBuilder;
 pub use by_address::{
     ACCEPT_DATA_MAX, CONNECT_DATA_MAX, ConnectError, Connector, Incoming, Listener,
     ListenerBuilder, Outgoing, REJECT_DATA_MAX, connect, local_ip,
 };
 pub use datagrams::DatagramConfig;
 pub use error::{AbandonCause, BarrierError, BootstrapError, NodeError, RailError};
-pub use node::{Node, NodeBuilder, NodeScope};
+pub use membership::{ETCD_PORT, LeaveReason, MemberEvent, StoreConfig};
+pub use node::{Node, NodeScope};
 pub use rail::{Rail, RailSpec};
 
 /// How a rank learns who it is: the launchers' variables, read.
 pub mod launch {
-    pub use crate::bootstrap::launcher::{DEFAULT_PORT, LaunchInfo, Launcher, from_vars};
+    pub use crate::bootstrap::launcher::{DEFAULT_PORT, Engine, LaunchInfo, Launcher, from_vars};
     pub use crate::bootstrap::token::TokenSource;
 }

@@ -7,31 +7,22 @@ use std::time::Duration;
 use ferrovia_channel::engine::{ChannelCore, run_scope};
 use ferrovia_channel::transport::Transport;
 use ferrovia_channel::{
-    ChannelBuilder, ChannelConfig, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest,
-    PollingScope, ScopeError, ScopeTarget, TransportError, Unpolled, WriteWorkRequest,
+    ChannelConfig, Gather, MultiChannel, MultiPeer, PeerWriteWorkRequest, PollingScope, ScopeError,
+    ScopeTarget, TransportError, Unpolled, WriteWorkRequest,
 };
 use ferrovia_mr::{MrRegistry, RemoteMemoryRegion, WIRE_MAX_LEN};
-use serde::{Deserialize, Serialize};
 
-use crate::backend::{self, Link, Opened, Renewer};
+use crate::backend::{self, Renewer};
 use crate::backend_name::Backend;
 use crate::barrier::{self, BarrierAlgorithm, RankState};
-use crate::bootstrap::launcher::{self, LaunchInfo, Launcher};
-use crate::bootstrap::rendezvous::{self, Rendezvous, RendezvousConfig};
-use crate::bootstrap::token::{self, TokenSource};
-use crate::control::ControlPort;
+use crate::bootstrap::launcher::{self, Engine, Launcher};
+use crate::bootstrap::meeting::Kept;
+use crate::bootstrap::pmix::PmixMeeting;
+use crate::builder::NodeBuilder;
 use crate::control_path::ControlPath;
 use crate::error::{BarrierError, BootstrapError, NodeError};
+use crate::membership::Membership;
 use crate::sync_region::{DIR_SLOT, SyncRegion};
-
-/// What each rank tells each peer at the rendezvous.
-#[derive(Serialize, Deserialize)]
-struct PeerInfo {
-    link: Link,
-    sync: RemoteMemoryRegion,
-    /// Where the rank's control port listens (reconnects).
-    control: SocketAddr,
-}
 
 /// One rank of a job: a connection to every rank (its own included, in
 /// loopback), a barrier, and scoped posting to peers by rank.
@@ -69,249 +60,78 @@ pub struct Node {
     pub(crate) verbs: backend::VerbsSettings,
     /// Control ports, the token, and every link's generations.
     pub(crate) control: ControlPath,
+    engine: Engine,
+    /// A store-backed job's membership (left when the node drops).
+    pub(crate) membership: Option<Box<Membership>>,
+    /// Under PMIx, the client (finalised when the node drops).
+    _pmix: Option<Box<PmixMeeting>>,
 }
 
-/// Builds a [`Node`].
-#[derive(Debug, Clone)]
-pub struct NodeBuilder {
-    rank: usize,
-    world_size: usize,
-    rendezvous: String,
-    token: Option<(String, TokenSource)>,
-    launcher: Option<Launcher>,
-    port_file: Option<std::path::PathBuf>,
-    bootstrap_timeout: Duration,
-    algorithm: BarrierAlgorithm,
-    channel: ChannelBuilder,
-    verbs: backend::VerbsSettings,
-    backend: Option<Backend>,
+/// What a build hands [`Node::assemble`].
+pub(crate) struct Assembly {
+    pub(crate) rank: usize,
+    pub(crate) world_size: usize,
+    pub(crate) backend: Backend,
+    pub(crate) description: String,
+    pub(crate) multi: MultiChannel,
+    pub(crate) sync: SyncRegion,
+    pub(crate) algorithm: BarrierAlgorithm,
+    pub(crate) launcher: Option<Launcher>,
+    pub(crate) renewer: Renewer,
+    pub(crate) channel: ChannelConfig,
+    pub(crate) verbs: backend::VerbsSettings,
+    pub(crate) control: ControlPath,
+    pub(crate) engine: Engine,
+    pub(crate) kept: Kept,
 }
 
-impl NodeBuilder {
-    /// A node of rank `rank` in a world of `world_size`, meeting at rank
-    /// 0's `rendezvous` (`host:port`; rank 0 listens on exactly that
-    /// address when it is an IP address, and port 0 lets the OS pick). The
-    /// job token is `FERROVIA_JOB_TOKEN` unless [`NodeBuilder::token`] sets
-    /// one; without either, `build` fails.
-    pub fn new(rank: usize, world_size: usize, rendezvous: impl Into<String>) -> NodeBuilder {
-        NodeBuilder {
-            rank,
-            world_size,
-            rendezvous: rendezvous.into(),
-            token: std::env::var("FERROVIA_JOB_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty())
-                .map(|t| (t, TokenSource::Explicit)),
-            launcher: None,
-            port_file: None,
-            bootstrap_timeout: Duration::from_secs(60),
-            algorithm: BarrierAlgorithm::default(),
-            channel: ChannelBuilder::default(),
-            verbs: backend::default_verbs_settings(),
-            backend: None,
-        }
-    }
-
-    /// The transport (default: `FERROVIA_BACKEND`, else verbs when a
-    /// device with an active port opens, else UCX).
-    pub fn backend(mut self, backend: Backend) -> Self {
-        self.backend = Some(backend);
-        self
-    }
-
-    /// From a launcher's configuration.
-    pub fn from_launch(info: &LaunchInfo) -> NodeBuilder {
-        let mut b = NodeBuilder::new(info.rank, info.world_size, info.rendezvous.clone());
-        b.token = Some((info.token.clone(), info.token_source));
-        b.launcher = Some(info.launcher);
-        b.port_file = info.port_file.clone();
-        b
-    }
-
-    /// [`Node::from_env_or_launch`] with settings: the builder of this
-    /// rank, from the launcher's environment; or, with no launcher (a
-    /// plain `cargo run`), this process starts `ranks` copies of itself as
-    /// one job and exits with their status instead of returning.
-    ///
-    /// ```no_run
-    /// use ferrovia_channel::ChannelBuilder;
-    /// use ferrovia_node::NodeBuilder;
-    ///
-    /// # fn main() -> Result<(), ferrovia_node::NodeError> {
-    /// let node = NodeBuilder::from_env_or_launch(4)?
-    ///     .channel(ChannelBuilder::default().shared_receives(64))
-    ///     .build()?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn from_env_or_launch(ranks: usize) -> Result<NodeBuilder, NodeError> {
-        if ranks == 0 {
-            return Err(BootstrapError::NoRanks { ranks }.into());
-        }
-        match launcher::from_vars(&|k| std::env::var(k).ok()) {
-            Ok(info) => Ok(NodeBuilder::from_launch(&info)),
-            Err(BootstrapError::MissingVar {
-                name: "FERROVIA_RANK",
-                ..
-            }) => match crate::bootstrap::local_launch::launch_here(ranks)? {},
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The job token every bootstrap connection must present (1 to 1024
-    /// bytes, the same on every rank; keep it secret to keep strangers out).
-    pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some((token.into(), TokenSource::Explicit));
-        self
-    }
-
-    /// Rank 0 writes the port it listens on to `path` (a line of digits,
-    /// written whole): with port 0 in the rendezvous address, how a
-    /// launcher learns the port the OS chose.
-    pub fn report_port_to(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.port_file = Some(path.into());
-        self
-    }
-
-    /// How long to wait for every rank at the rendezvous (default 60 s).
-    pub fn bootstrap_timeout(mut self, t: Duration) -> Self {
-        self.bootstrap_timeout = t;
-        self
-    }
-
-    /// The barrier algorithm (default: dissemination).
-    pub fn barrier_algorithm(mut self, a: BarrierAlgorithm) -> Self {
-        self.algorithm = a;
-        self
-    }
-
-    /// Channel settings (depths, timeouts, the shared pool) for the
-    /// connections, whatever the backend.
-    pub fn channel(mut self, channel: ChannelBuilder) -> Self {
-        self.channel = channel;
-        self
-    }
-
-    /// Verbs settings (device, port, limits, connection parameters) for
-    /// the connections on the verbs backend (default: the first device
-    /// with an active port, and transport timeouts short enough that a
-    /// dead peer surfaces in well under a second).
-    #[cfg(feature = "verbs")]
-    pub fn verbs(mut self, verbs: ferrovia_verbs_transport::VerbsConfig) -> Self {
-        self.verbs = self.verbs.with_config(verbs);
-        self
-    }
-
-    /// Creates the queue pairs, meets every rank, connects, and returns
-    /// once every rank is connected.
-    pub fn build(self) -> Result<Node, NodeError> {
-        let (rank, n) = (self.rank, self.world_size);
-        if n == 0 || rank >= n {
-            return Err(BootstrapError::RankOutOfRange {
-                rank,
-                world_size: n,
-            }
-            .into());
-        }
-        let _span = tracing::info_span!("bootstrap", rank, world_size = n).entered();
-        let (job_token, token_source) = self.token.clone().ok_or_else(token::missing)?;
-        token::check("job token", &job_token)?;
-        let cfg = RendezvousConfig {
-            rank,
-            world_size: n,
-            addr: self.rendezvous.clone(),
-            token: job_token,
-            timeout: self.bootstrap_timeout,
+impl Node {
+    /// A node from its built parts.
+    pub(crate) fn assemble(a: Assembly) -> Node {
+        let (membership, pmix) = match a.kept {
+            Kept::Nothing => (None, None),
+            Kept::Pmix(p) => (None, Some(p)),
+            Kept::Store(m) => (Some(m), None),
         };
-        // Rank 0 listens first, so the others can connect while it opens
-        // its transport, and a launcher that gave it port 0 learns the port.
-        let listening = match rank {
-            0 => Some(self.listen(&cfg, token_source)?),
-            _ => None,
-        };
-        let explicit = match self.backend {
-            Some(b) => Some(b),
-            None => Backend::from_env()?,
-        };
-        // On the interface that reaches the rendezvous: where the peers
-        // reach this rank, and all the network the transport may listen on.
-        let control = ControlPort::bind(&cfg.addr)?;
-        let (backend, verbs) = backend::choose(explicit, self.verbs)?;
-        let channel_cfg = self.channel.config().clone();
-        let opened = Opened::open(backend, self.channel, verbs.clone(), n, control.addr().ip())?;
-        let description = opened.describe();
-        let mut sync = SyncRegion::new(opened.registry(), n)?;
-        let sync_remote = sync.exposed()?;
-        let blobs = (0..n)
-            .map(|j| {
-                let info = PeerInfo {
-                    link: opened.link(j)?,
-                    sync: sync_remote,
-                    control: control.addr(),
-                };
-                postcard::to_allocvec(&info)
-                    .map_err(|e| BootstrapError::Protocol(e.to_string()).into())
-            })
-            .collect::<Result<Vec<_>, NodeError>>()?;
-        tracing::info!(
-            "rank {rank} of {n}: backend {description}, meeting at {} ({:?})",
-            self.rendezvous,
-            self.launcher
-        );
-        let (session, theirs) = match listening {
-            Some(rv) => rv.exchange(&cfg, blobs)?,
-            None => rendezvous::exchange(&cfg, blobs)?,
-        };
-        let mut links = Vec::with_capacity(n);
-        let mut controls = Vec::with_capacity(n);
-        for (j, blob) in theirs.iter().enumerate() {
-            let info: PeerInfo = postcard::from_bytes(blob).map_err(|e| {
-                BootstrapError::Protocol(format!("rank {j}'s connection info: {e}"))
-            })?;
-            links.push(info.link);
-            sync.remote.push(info.sync);
-            controls.push(info.control);
+        let mut control = a.control;
+        if let Some(m) = &membership {
+            control.set_incarnations(m.incarnation(), m.incarnations().to_vec());
         }
-        let connecting = tracing::debug_span!("connect", backend = %description).entered();
-        let (multi, renewer) = opened.connect(rank, links)?;
-        drop(connecting);
-        session.ready()?;
-        tracing::info!("rank {rank} of {n}: connected to every rank");
-        Ok(Node {
-            rank,
-            world_size: n,
-            backend,
-            description,
-            multi,
-            sync,
-            barrier: RefCell::new(RankState::new(rank, n)),
-            algorithm: self.algorithm,
-            launcher: self.launcher,
-            renewer,
-            channel: channel_cfg,
-            verbs,
-            control: ControlPath::new(cfg.token, control, controls),
-        })
+        Node {
+            rank: a.rank,
+            world_size: a.world_size,
+            backend: a.backend,
+            description: a.description,
+            multi: a.multi,
+            barrier: RefCell::new(RankState::new(a.rank, a.world_size)),
+            sync: a.sync,
+            algorithm: a.algorithm,
+            launcher: a.launcher,
+            renewer: a.renewer,
+            channel: a.channel,
+            verbs: a.verbs,
+            control,
+            engine: a.engine,
+            membership,
+            _pmix: pmix,
+        }
     }
-}
 
-impl NodeBuilder {
-    /// Rank 0's listening rendezvous, its port reported if asked.
-    fn listen(&self, cfg: &RendezvousConfig, source: TokenSource) -> Result<Rendezvous, NodeError> {
-        let rv = Rendezvous::bind(cfg)?;
-        let at = rv.local_addr();
-        token::warn_if_public(source, at);
-        if let Some(path) = &self.port_file {
-            // Whole or not at all: the reader polls for the file.
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, format!("{}\n", at.port()))
-                .and_then(|()| std::fs::rename(&tmp, path))
-                .map_err(|e| BootstrapError::Io {
-                    what: format!("report the rendezvous port to {}", path.display()),
-                    source: e,
-                })?;
+    /// How this node's ranks met (rank 0's rendezvous, PMIx, a store).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Forgets everything of the barrier and the directory that involves
+    /// `rank`, for a new member of that rank (`membership`): its pair
+    /// counts, its words in this rank's sync region, and its region.
+    pub(crate) fn reset_peer_sync(&mut self, rank: usize, region: RemoteMemoryRegion) {
+        self.barrier.borrow_mut().reset_peer(rank);
+        self.sync.reset_from(rank);
+        if let Some(r) = self.sync.remote.get_mut(rank) {
+            *r = region;
         }
-        Ok(rv)
+        self.sync.gathers.set(0);
     }
 }
 

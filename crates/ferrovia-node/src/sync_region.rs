@@ -166,6 +166,26 @@ impl SyncRegion {
         (8 * Self::words_before_dir(self.n) + DIR_SLOT * (bank * self.n + rank)) as u64
     }
 
+    /// Clears every word rank `from` writes here (its signals, query,
+    /// answer and abandon reason): a new member of that rank starts from
+    /// nothing, and an old member's words would read as its own.
+    pub(crate) fn reset_from(&self, from: usize) {
+        if from >= self.n {
+            return;
+        }
+        let words = Self::words(&self.flags);
+        let offsets = (0..RING).map(|s| self.signal_offset(from, s)).chain([
+            self.query_offset(from),
+            self.answer_offset(from),
+            self.reason_offset(from),
+        ]);
+        for at in offsets {
+            if let Some(w) = words.get(at as usize / 8) {
+                w.store(0, Release);
+            }
+        }
+    }
+
     /// The word at byte `offset` of the exposed region (0 out of range).
     fn load(&self, offset: u64) -> u64 {
         Self::words(&self.flags)

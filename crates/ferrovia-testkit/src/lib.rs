@@ -8,8 +8,10 @@
 //! - [`Target`], a scope target over a bare `ChannelCore`;
 //! - [`CountingAlloc`], to show a path allocates nothing;
 //! - [`HostDmaBuf`], a real dma-buf of host memory (`udmabuf`, else `vgem`);
-//! - [`Job`], a multi-process job on loopback, and the child-process
-//!   helpers ([`finish`], [`Cost`], [`in_child_with`]);
+//! - [`Job`], a multi-process job on loopback, [`mpirun`], one under
+//!   Open MPI's launcher (PMIx), and the child-process helpers
+//!   ([`finish`], [`Cost`], [`in_child_with`]); [`Etcd`], a private etcd
+//!   server for the membership tests;
 //! - `init_logs` (feature `ranks`): the rank programs' log output.
 //!
 //! The crate also holds the rank programs `ferrovia-rank` (the demo, the
@@ -25,9 +27,11 @@ mod child;
 mod counting;
 mod dmabuf;
 mod double;
+mod etcd;
 mod job;
 #[cfg(feature = "ranks")]
 mod logs;
+mod mpirun;
 mod pool;
 mod registrars;
 mod registry_load;
@@ -38,9 +42,11 @@ pub use child::{Cost, finish, in_child_with};
 pub use counting::Counting;
 pub use dmabuf::HostDmaBuf;
 pub use double::{Double, Mode};
+pub use etcd::Etcd;
 pub use job::{BackendEnv, Job};
 #[cfg(feature = "ranks")]
 pub use logs::init_logs;
+pub use mpirun::{RankOutput, mpirun};
 pub use pool::PoolDouble;
 pub use registrars::{FakeRegistrar, NoDevice, registry};
 pub use registry_load::eight_threads_register_and_look_up;

@@ -135,7 +135,14 @@ fn stop(mut ranks: Vec<Child>) -> Vec<String> {
             let _ = c.wait();
             match ended {
                 None => "running".to_owned(),
-                Some(status) => format!("ended: {status}"),
+                Some(status) => {
+                    let mut err = String::new();
+                    if let Some(mut e) = c.stderr.take() {
+                        use std::io::Read;
+                        let _ = e.read_to_string(&mut err);
+                    }
+                    format!("ended: {status}: {err}")
+                }
             }
         })
         .collect()

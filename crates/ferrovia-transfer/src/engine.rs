@@ -353,6 +353,31 @@ impl TransferEngine {
         exchange(node, mine, timeout)
     }
 
+    /// Publishes `mine` under `name` in a store-backed job's store (see
+    /// [`Node::publish`]), as NIXL's `sendLocalMD` does: a peer finds it
+    /// with [`TransferEngine::fetch_segment`], without a collective, for
+    /// as long as this rank's member lives.
+    pub fn publish_segment(
+        &self,
+        node: &Node,
+        name: &str,
+        mine: &RemoteSegment,
+    ) -> Result<(), TransferError> {
+        Ok(node.publish(name, &mine.encode())?)
+    }
+
+    /// The segment a member published under `name`, waiting up to
+    /// `timeout` for it (NIXL's `fetchRemoteMD`); prepare lists against it
+    /// as against one from [`TransferEngine::all_gather`].
+    pub fn fetch_segment(
+        &self,
+        node: &Node,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<RemoteSegment, TransferError> {
+        RemoteSegment::decode(&node.fetch(name, timeout)?)
+    }
+
     /// Runs `f` with a scope over every rail: batches submitted in it
     /// borrow their segments' bytes (a lease borrowed for the scope) and
     /// their prepared lists, and the scope completes or flushes every run

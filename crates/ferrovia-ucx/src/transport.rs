@@ -368,18 +368,27 @@ unsafe impl Transport for UcxTransport {
     }
 
     /// Makes the new endpoint, of the generation both sides agree on (the
-    /// larger proposal); UCX wires it up on first use.
+    /// larger proposal); UCX wires it up on first use. `theirs` is the
+    /// peer's proposal (4 bytes, little-endian), followed, when the peer
+    /// is a new process (one that took a dead rank's place), by its worker
+    /// address, which the new endpoint connects to instead of the old.
     fn connect_renewed(&self, peer: usize, theirs: &[u8]) -> TransportResult<()> {
         self.check(peer)?;
-        let theirs: [u8; 4] = theirs.try_into().map_err(|_| {
-            TransportError::Config(format!(
-                "peer {peer}'s renewed UCX link is {} bytes, not a 4-byte generation",
-                theirs.len()
-            ))
-        })?;
+        let (generation, address) = match theirs.split_first_chunk::<4>() {
+            Some((g, rest)) => (
+                u32::from_le_bytes(*g),
+                (!rest.is_empty()).then(|| rest.to_vec()),
+            ),
+            None => {
+                return Err(TransportError::Config(format!(
+                    "peer {peer}'s renewed UCX link is {} bytes, not a 4-byte generation",
+                    theirs.len()
+                )));
+            }
+        };
         self.engine
             .lock()
-            .reconnect(peer, u32::from_le_bytes(theirs))
+            .reconnect(peer, generation, address)
             .map_err(|e| TransportError::Backend(Box::new(e)))?;
         self.shared.wake(false);
         Ok(())

@@ -160,6 +160,8 @@ pub use ferrovia_async as asynchronous;
 pub use ferrovia_channel as channel;
 pub use ferrovia_mr as mr;
 pub use ferrovia_node as node;
+#[cfg(feature = "pmix")]
+pub use ferrovia_pmix as pmix;
 #[cfg(feature = "verbs")]
 pub use ferrovia_sys as sys;
 #[cfg(feature = "transfer")]
@@ -190,8 +192,9 @@ pub use ferrovia_mr::{
 };
 pub use ferrovia_node::{
     ACCEPT_DATA_MAX, AbandonCause, Backend, BarrierAlgorithm, BarrierError, BootstrapError,
-    CONNECT_DATA_MAX, ConnectError, Connector, DatagramConfig, Incoming, Listener, ListenerBuilder,
-    Node, NodeBuilder, NodeError, NodeScope, Outgoing, REJECT_DATA_MAX, Rail, RailError, RailSpec,
+    CONNECT_DATA_MAX, ConnectError, Connector, DatagramConfig, Engine, Incoming, LeaveReason,
+    Listener, ListenerBuilder, MemberEvent, Node, NodeBuilder, NodeError, NodeScope, Outgoing,
+    REJECT_DATA_MAX, Rail, RailError, RailSpec, StoreConfig,
 };
 // `Op` and `Report` stay in `ferrovia::transfer` (the async layer has an
 // `Op` of its own).

@@ -85,6 +85,14 @@ impl RankState {
         }
     }
 
+    /// Forgets `peer`: a new member took its rank, whose counts start at 0.
+    pub(crate) fn reset_peer(&mut self, peer: usize) {
+        if let (Some(p), Some(a)) = (self.pairs.get_mut(peer), self.answered.get_mut(peer)) {
+            *p = 0;
+            *a = 0;
+        }
+    }
+
     /// The pair count with `peer`.
     pub(crate) fn pair_count(&self, peer: usize) -> u64 {
         self.pairs.get(peer).copied().unwrap_or(0)

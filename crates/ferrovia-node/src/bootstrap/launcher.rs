@@ -5,8 +5,10 @@
 use std::path::PathBuf;
 
 use crate::bootstrap::address;
+use crate::bootstrap::engine_vars;
 use crate::bootstrap::token::{self, TokenSource};
 use crate::error::BootstrapError;
+use crate::membership::StoreConfig;
 
 /// Port of the rendezvous when none is given (torchrun's default).
 pub const DEFAULT_PORT: u16 = 29500;
@@ -28,6 +30,31 @@ pub enum Launcher {
     OpenMpi,
 }
 
+/// How the ranks of a job meet (see the README's "Bootstrap engines").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Engine {
+    /// Rank 0's TCP rendezvous at [`LaunchInfo::rendezvous`]: the default,
+    /// and what a local launch uses.
+    Rendezvous,
+    /// PMIx, the launcher's own key-value exchange (`mpirun`, `srun
+    /// --mpi=pmix`): no rank 0 to reach, no token to guess.
+    Pmix,
+    /// A store (etcd): a rendezvous and a membership whose members may die
+    /// and be replaced.
+    Store(StoreConfig),
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Engine::Rendezvous => f.write_str("rank 0's rendezvous"),
+            Engine::Pmix => f.write_str("PMIx"),
+            Engine::Store(c) => write!(f, "etcd at {} (job {})", c.endpoint, c.job),
+        }
+    }
+}
+
 /// Who this process is in the job, and where rank 0 listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -36,31 +63,40 @@ pub struct LaunchInfo {
     pub rank: usize,
     /// Number of ranks.
     pub world_size: usize,
-    /// `host:port` of rank 0's rendezvous.
+    /// `host:port` of rank 0's rendezvous; with a store, the store's
+    /// endpoint (the control port listens on the interface toward it);
+    /// empty under PMIx.
     pub rendezvous: String,
-    /// The job token every connection must present.
+    /// The job token every connection must present; empty when the
+    /// engine makes it ([`TokenSource::Engine`]).
     pub token: String,
     /// Where the token came from.
     pub token_source: TokenSource,
     /// Where this came from.
     pub launcher: Launcher,
+    /// How the ranks meet.
+    pub engine: Engine,
     /// `FERROVIA_RENDEZVOUS_PORT_FILE`: where rank 0 writes the port it
     /// listens on (for a launcher that gave it port 0, to pass the port the
     /// OS chose on to the other ranks).
     pub port_file: Option<PathBuf>,
 }
 
-type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-fn get(env: Env<'_>, name: &str) -> Option<String> {
+pub(crate) fn get(env: Env<'_>, name: &str) -> Option<String> {
     env(name).filter(|v| !v.trim().is_empty())
 }
 
-fn need(env: Env<'_>, name: &'static str, hint: &'static str) -> Result<String, BootstrapError> {
+pub(crate) fn need(
+    env: Env<'_>,
+    name: &'static str,
+    hint: &'static str,
+) -> Result<String, BootstrapError> {
     get(env, name).ok_or(BootstrapError::MissingVar { name, hint })
 }
 
-fn number<T: std::str::FromStr<Err = std::num::ParseIntError>>(
+pub(crate) fn number<T: std::str::FromStr<Err = std::num::ParseIntError>>(
     name: &str,
     value: &str,
 ) -> Result<T, BootstrapError> {
@@ -89,10 +125,20 @@ fn rendezvous_var(env: Env<'_>) -> Result<String, BootstrapError> {
     with_port("FERROVIA_RENDEZVOUS", &addr)
 }
 
-/// Reads the launch configuration from environment variables, trying in
-/// order: explicit `FERROVIA_*`, a host file, torchrun, Slurm, Open MPI /
-/// PMIx. `env` returns a variable's value (`std::env::var` in practice).
+/// Reads the launch configuration from environment variables. The
+/// engine: a store when `FERROVIA_STORE` is set; PMIx when a PMIx launcher
+/// started the process (`PMIX_RANK`, `PMIX_NAMESPACE`) and no rendezvous
+/// is asked for (`FERROVIA_RANK`, `FERROVIA_RENDEZVOUS`, `MASTER_ADDR`);
+/// else rank 0's rendezvous, its configuration tried in order: explicit
+/// `FERROVIA_*`, a host file, torchrun, Slurm, Open MPI / PMIx. `env`
+/// returns a variable's value (`std::env::var` in practice).
 pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
+    if let Some(url) = get(env, "FERROVIA_STORE") {
+        return engine_vars::store(env, &url);
+    }
+    if engine_vars::pmix_applies(env) {
+        return engine_vars::pmix(env);
+    }
     let (rank, world_size, rendezvous, launcher) = if let Some(rank) = get(env, "FERROVIA_RANK") {
         if let Some(path) = get(env, "FERROVIA_HOSTFILE") {
             let (hosts, first) = read_hostfile(&path)?;
@@ -182,6 +228,7 @@ pub fn from_vars(env: Env<'_>) -> Result<LaunchInfo, BootstrapError> {
         token,
         token_source,
         launcher,
+        engine: Engine::Rendezvous,
         port_file: get(env, "FERROVIA_RENDEZVOUS_PORT_FILE").map(PathBuf::from),
     })
 }

@@ -21,6 +21,11 @@ pub enum TokenSource {
     /// named): the ranks of one job agree on it and other jobs differ, but
     /// anyone who can read the job's identity can join.
     Launcher(&'static str),
+    /// Made by the bootstrap engine and shared through it: rank 0's random
+    /// token through PMIx, or the first member's through the store. As
+    /// secret as the engine: the resource manager authenticates PMIx; the
+    /// store's own access control guards etcd.
+    Engine,
 }
 
 /// Launcher variables naming the job, tried in order when

@@ -22,7 +22,9 @@ const MAGIC: [u8; 4] = *b"FRVB";
 /// a rail's id + 1), and a knock for another link is answered as such
 /// (`OtherLink`); rails trade their links through rank 0's control port in
 /// `Join`/`Blobs`/`Table` rounds.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// 7: a knock names the dialer's member (its incarnation in a store-backed
+/// job, else 0), and a knock from another member than expected is refused.
+pub const PROTOCOL_VERSION: u16 = 7;
 /// Magic, version, body length.
 pub(crate) const HEADER_LEN: usize = 10;
 /// The largest first message: all a connection that has not shown the job
@@ -67,6 +69,8 @@ pub(crate) enum Msg {
         link: u32,
         /// The connection's generation the dialer replaces.
         generation: u32,
+        /// The dialer's member (a store-backed job's incarnation, else 0).
+        incarnation: u64,
     },
     /// One side of a renewed connection.
     Link { link: Vec<u8> },
@@ -253,6 +257,7 @@ mod tests {
             to: 1,
             link: 3,
             generation: 7,
+            incarnation: 9,
         };
         let buf = frame(&knock).unwrap();
         assert_eq!(read_msg(&mut &buf[..], MAX_JOIN).unwrap(), knock);
@@ -266,6 +271,7 @@ mod tests {
             to: u32::MAX,
             link: u32::MAX,
             generation: u32::MAX,
+            incarnation: u64::MAX,
         };
         assert!(frame(&largest).unwrap().len() <= HEADER_LEN + MAX_JOIN as usize);
     }

@@ -1,25 +1,15 @@
 //! Remote atomics (issue 14), through `ferrovia-rank atomics`.
 
-use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, RANK_BIN, finish};
+use super::{BackendEnv, run_all};
 
 /// Four ranks add 1 to one counter 10,000 times each: exactly 40,000; a
 /// ticket lock on compare-and-swap guards an array with no lost update;
 /// every bad atomic is a typed error.
 pub(crate) fn four_ranks_count_exactly_and_a_ticket_lock_loses_no_update(b: BackendEnv) {
-    let job = Job::new(RANK_BIN, 4, b);
-    let ranks: Vec<Child> = (0..4)
-        .map(|r| job.spawn(r, &["atomics", "10000", "50"], &[]))
-        .collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(300)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
-    }
+    let args = ["atomics", "10000", "50"];
+    let results = run_all(b, 4, &args, &[], Duration::from_secs(300));
     let out0 = &results[0].1;
     assert!(
         out0.contains("counter 40000 = 4 ranks x 10000 adds"),

@@ -21,19 +21,44 @@ pub(crate) use ferrovia_testkit::{BackendEnv, Job, finish};
 /// The program every rank of these jobs runs.
 pub(crate) const RANK_BIN: &str = env!("CARGO_BIN_EXE_ferrovia-rank");
 
+/// The pseudo-variable of a backend environment that runs the job under
+/// `mpirun` (bootstrap through PMIx) instead of rank 0's rendezvous.
+pub(crate) const MPIRUN: (&str, &str) = ("FERROVIA_TEST_LAUNCHER", "mpirun");
+
+/// Runs `args` on `n` ranks, each with `env` too, as one job: under
+/// `mpirun` when the backend environment says so, else as rank processes
+/// meeting at rank 0's rendezvous. Every rank must exit 0 within `limit`.
+/// Returns each rank's (exit code, stdout, stderr).
+pub(crate) fn run_all(
+    b: BackendEnv,
+    n: usize,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Vec<(Option<i32>, String, String)> {
+    let results: Vec<_> = if b.contains(&MPIRUN) {
+        let vars: Vec<(&str, &str)> = b.iter().chain(env).copied().collect();
+        let (code, ranks) = ferrovia_testkit::mpirun(RANK_BIN.as_ref(), n, args, &vars, limit);
+        ranks.into_iter().map(|(o, e)| (code, o, e)).collect()
+    } else {
+        let job = Job::new(RANK_BIN, n, b);
+        let ranks: Vec<Child> = (0..n).map(|r| job.spawn(r, args, env)).collect();
+        ranks.into_iter().map(|c| finish(c, limit)).collect()
+    };
+    for (r, (code, out, err)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(0), "rank {r} of {n}: {out}{err}");
+    }
+    results
+}
+
 pub(crate) fn exchange(b: BackendEnv, n: usize, iters: &str) {
     exchange_with(b, n, iters, "dissemination");
 }
 
 pub(crate) fn exchange_with(b: BackendEnv, n: usize, iters: &str, barrier: &str) {
-    let job = Job::new(RANK_BIN, n, b);
     let env = [("FERROVIA_BARRIER", barrier)];
-    let ranks: Vec<Child> = (0..n)
-        .map(|r| job.spawn(r, &["exchange", iters], &env))
-        .collect();
-    for (r, child) in ranks.into_iter().enumerate() {
-        let (code, out, err) = finish(child, Duration::from_secs(240));
-        assert_eq!(code, Some(0), "rank {r} of {n} failed: {err}");
+    let results = run_all(b, n, &["exchange", iters], &env, Duration::from_secs(240));
+    for (r, (_, out, _)) in results.iter().enumerate() {
         assert!(out.contains("verified"), "rank {r}: {out}");
     }
 }
@@ -169,18 +194,7 @@ pub(crate) fn a_stranger_with_the_wrong_token_is_refused_and_the_job_completes(b
 /// registration, both pass a barrier, rank 0 writes again with the old
 /// descriptor: refused with a remote access error, and nothing lands.
 pub(crate) fn a_write_with_a_deregistered_key_is_refused(b: BackendEnv) {
-    let n = 3;
-    let job = Job::new(RANK_BIN, n, b);
-    let ranks: Vec<Child> = (0..n)
-        .map(|r| job.spawn(r, &["stale-write"], &[]))
-        .collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(120)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
-    }
+    let results = run_all(b, 3, &["stale-write"], &[], Duration::from_secs(120));
     assert!(
         results[0].1.contains("refused: IBV_WC_REM_ACCESS_ERR"),
         "rank 0: {}",
@@ -211,15 +225,9 @@ pub(crate) fn a_barrier_does_not_pass_on_a_signal_of_an_earlier_failed_one(b: Ba
     // Long: rank 0 must not wait it out, and the bound below (half of it)
     // leaves room for a drain of rank 0's writes to the dead rank.
     let timeout_ms = 10_000;
-    let job = Job::new(RANK_BIN, 3, b);
     let ms = timeout_ms.to_string();
-    let ranks: Vec<Child> = (0..3)
-        .map(|r| job.spawn(r, &["barrier-after-failure", &ms], &[]))
-        .collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(90)))
-        .collect();
+    let args = ["barrier-after-failure", &ms];
+    let results = run_all(b, 3, &args, &[], Duration::from_secs(90));
     let (out0, out1) = (&results[0].1, &results[1].1);
     let (enter0, left1) = (stamp(out0, "enter [0, 1]"), stamp(out1, "left [0, 1]"));
     assert!(
@@ -301,20 +309,12 @@ pub(crate) fn work_with_a_dead_rank_fails_naming_it(b: BackendEnv) {
     let shm = b
         .iter()
         .any(|(k, v)| *k == "UCX_TLS" && v.starts_with("sm"));
-    let job = Job::new(RANK_BIN, 3, b);
     let args: &[&str] = if shm {
         &["dead-peer", "--no-sends"]
     } else {
         &["dead-peer"]
     };
-    let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, args, &[])).collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(90)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
-    }
+    let results = run_all(b, 3, args, &[], Duration::from_secs(90));
     let out = &results[0].1;
     let line = |what: &str| {
         out.lines()

@@ -1,25 +1,15 @@
 //! The shared receive pool (issue 14), through `ferrovia-rank pool-*`.
 
-use std::process::Child;
 use std::time::Duration;
 
-use super::{BackendEnv, Job, RANK_BIN, finish};
+use super::BackendEnv;
 
 /// Bytes of one message, and pooled receives per rank (ferrovia-rank's).
 const SLOT: usize = 64;
 const DEPTH: usize = 64;
 
 fn run(b: BackendEnv, n: usize, args: &[&str]) -> Vec<(Option<i32>, String, String)> {
-    let job = Job::new(RANK_BIN, n, b);
-    let ranks: Vec<Child> = (0..n).map(|r| job.spawn(r, args, &[])).collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(300)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r} of {n}: {out}{err}");
-    }
-    results
+    super::run_all(b, n, args, &[], Duration::from_secs(300))
 }
 
 /// All-to-all where every message lands in the receiver's pool: in order

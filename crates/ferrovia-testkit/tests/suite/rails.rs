@@ -14,14 +14,8 @@ use super::{BackendEnv, Job, RANK_BIN, finish};
 /// rails, and every connection carries a checked round again. The
 /// reconnect counts on rail 1's link only.
 pub(crate) fn two_rails_carry_data_and_one_reconnects_while_the_rest_works(b: BackendEnv) {
-    let job = Job::new(RANK_BIN, 3, b);
-    let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &["rails"], &[])).collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(180)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
+    let results = super::run_all(b, 3, &["rails"], &[], Duration::from_secs(180));
+    for (r, (_, out, _)) in results.iter().enumerate() {
         for line in [
             "round 0 on both rails verified",
             "round 1 verified on rail 0 and on rail 1 but between ranks 0 and 1",

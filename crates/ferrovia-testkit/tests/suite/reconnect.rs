@@ -8,14 +8,8 @@ use super::{BackendEnv, Job, RANK_BIN, finish};
 /// Ranks 0 and 1 of three lose their connection to a drain deadline,
 /// reconnect, exchange data both ways, and every rank passes barriers.
 pub(crate) fn a_flushed_connection_reconnects_and_barriers_pass(b: BackendEnv) {
-    let job = Job::new(RANK_BIN, 3, b);
-    let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &["reconnect"], &[])).collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(120)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
+    let results = super::run_all(b, 3, &["reconnect"], &[], Duration::from_secs(120));
+    for (r, (_, out, _)) in results.iter().enumerate() {
         assert!(
             out.contains("barriers with every rank passed"),
             "rank {r}: {out}"
@@ -45,15 +39,9 @@ pub(crate) fn a_flushed_connection_reconnects_and_barriers_pass(b: BackendEnv) {
 /// send fails at rank 1 (rank 0's flush reset the connection) or rank 0
 /// drops it, and every exchange after a reconnect is checked.
 pub(crate) fn a_message_on_a_flushed_connection_never_reaches_the_new_one(b: BackendEnv) {
-    let job = Job::new(RANK_BIN, 3, b);
     let args = ["reconnect", "--stale", "--cycles", "5"];
-    let ranks: Vec<Child> = (0..3).map(|r| job.spawn(r, &args, &[])).collect();
-    let results: Vec<_> = ranks
-        .into_iter()
-        .map(|c| finish(c, Duration::from_secs(180)))
-        .collect();
-    for (r, (code, out, err)) in results.iter().enumerate() {
-        assert_eq!(*code, Some(0), "rank {r}: {out}{err}");
+    let results = super::run_all(b, 3, &args, &[], Duration::from_secs(180));
+    for (r, (_, out, _)) in results.iter().enumerate() {
         assert!(
             out.contains("barriers with every rank passed"),
             "rank {r}: {out}"

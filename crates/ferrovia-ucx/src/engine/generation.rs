@@ -59,10 +59,19 @@ impl Engine {
 
     /// Makes `peer`'s new endpoint, of the larger of this side's proposal
     /// and the peer's (`theirs`), and sweeps the replaced generation's
-    /// late messages.
-    pub(crate) fn reconnect(&mut self, peer: usize, theirs: u32) -> Result<u32, UcxError> {
+    /// late messages. `moved` is the worker address of a new process that
+    /// took the peer's place, which the new endpoint (and later ones) go to.
+    pub(crate) fn reconnect(
+        &mut self,
+        peer: usize,
+        theirs: u32,
+        moved: Option<Vec<u8>>,
+    ) -> Result<u32, UcxError> {
         self.drain_commands();
         self.handle_events();
+        if let (Some(new), Some(old)) = (moved, self.addresses.get_mut(peer)) {
+            *old = new;
+        }
         let Some(address) = self.addresses.get(peer).cloned() else {
             return Err(UcxError::BadPeers {
                 me: self.me,

@@ -128,6 +128,31 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 30_000)]
         timeout_ms: u64,
     },
+    /// Prints how long this rank's bootstrap took (the node's build, the
+    /// engine's meeting included) and when it was connected, then leaves
+    /// after a barrier of every rank (`cargo xtask bench bootstrap`).
+    Bootstrap,
+    /// A member of a store-backed job (FERROVIA_STORE): round 0; the victim
+    /// is killed, the survivors see it leave and admit its replacement;
+    /// round 1 with every rank.
+    Member {
+        /// The rank the test kills.
+        #[arg(long)]
+        victim: Option<usize>,
+        /// This process replaces a dead member.
+        #[arg(long)]
+        replacement: bool,
+        /// Each wait for an event, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u64,
+    },
+    /// Two members of a store-backed job; the test kills the store and
+    /// restarts it.
+    StoreLost {
+        /// Each wait for an event, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u64,
+    },
     /// Three ranks: rank 2 leaves; rank 0's work with it fails naming it,
     /// and waits on it end at once (issue 13 part 2).
     DeadPeer {

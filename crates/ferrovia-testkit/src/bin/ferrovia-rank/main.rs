@@ -9,6 +9,7 @@ mod abandon;
 mod atomics;
 mod cli;
 mod dead_peer;
+mod member;
 mod pool;
 mod rails;
 mod reconnect;
@@ -30,7 +31,7 @@ use ferrovia_node::{
 
 use crate::cli::{Algorithm, Cli, Command};
 
-const SLOT: usize = 64;
+pub(crate) const SLOT: usize = 64;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn pattern(from: usize, to: usize, iter: usize) -> [u8; SLOT] {
@@ -61,7 +62,7 @@ fn build(
 }
 
 /// Every operation with every rank, data verified, barriers between.
-fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
+pub(crate) fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
     let (me, n) = (node.rank(), node.world_size());
     let all: Vec<usize> = (0..n).collect();
     let opts = RegisterOptions::local()
@@ -173,7 +174,8 @@ fn exchange(node: &mut Node, iters: usize) -> Result<(), NodeError> {
         })?;
     }
     println!(
-        "rank {me}: {iters} iterations of send/recv, write, read and barriers with {n} ranks verified"
+        "rank {me}: {iters} iterations of send/recv, write, read and barriers with {n} ranks verified (met through {})",
+        node.engine()
     );
     Ok(())
 }
@@ -390,7 +392,7 @@ fn barrier_loop(node: &mut Node, iters: usize, timeout: Duration) -> Result<(), 
 
 /// Microseconds since the Unix epoch: comparable between the ranks of one
 /// machine (the test orders events of different processes by it).
-fn wall_us() -> u128 {
+pub(crate) fn wall_us() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -499,6 +501,7 @@ fn main() -> ExitCode {
         Command::PoolTooLong => 4,
         _ => 0,
     };
+    let building = Instant::now();
     let mut node = match build(algorithm.into(), timeout, cli.launch, pool) {
         Ok(n) => n,
         Err(e) => {
@@ -536,6 +539,30 @@ fn main() -> ExitCode {
                 timeout: ms(timeout_ms),
             },
         ),
+        Command::Bootstrap => {
+            println!(
+                "rank {}: bootstrap {} us through {}, connected at {}",
+                node.rank(),
+                building.elapsed().as_micros(),
+                node.engine(),
+                wall_us()
+            );
+            let all: Vec<usize> = (0..node.world_size()).collect();
+            node.barrier(&all, WAIT)
+        }
+        Command::Member {
+            victim,
+            replacement,
+            timeout_ms,
+        } => member::run(
+            &mut node,
+            member::Plan {
+                victim,
+                replacement,
+                timeout: ms(timeout_ms),
+            },
+        ),
+        Command::StoreLost { timeout_ms } => member::store_lost(&mut node, ms(timeout_ms)),
         Command::Reconnect {
             dead,
             timeout_ms,

@@ -1,0 +1,2 @@
+/* The header ferrovia-pmix binds (pkg-config pmix gives its directory). */
+#include <pmix.h>
