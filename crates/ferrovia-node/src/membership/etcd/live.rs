@@ -41,7 +41,9 @@ impl Health {
         let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         if lost.is_none() {
             *lost = Some(Instant::now());
-            tracing::warn!("store: lost ({reason}); the data path runs on, membership changes wait");
+            tracing::warn!(
+                "store: lost ({reason}); the data path runs on, membership changes wait"
+            );
             let _ = self.tx.send(MemberEvent::StoreLost { reason });
         }
     }
