@@ -134,17 +134,25 @@ pub(crate) fn command() -> Result<u8> {
     Ok(0)
 }
 
-/// The system UCX's version, from `ucx_info -v` (`# Library version: X`).
+/// The system UCX's version, from `ucx_info -v`.
 fn system_version() -> Result<String> {
     let out = Command::new("ucx_info")
         .arg("-v")
         .output()
         .map_err(|e| io_failure("cannot run ucx_info -v", e))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text
-        .lines()
-        .find_map(|l| l.split("Library version:").nth(1))
-        .map_or_else(|| "(version unknown)".into(), |v| v.trim().to_string()))
+    Ok(version_of(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The version in `ucx_info -v`'s text: `# Library version: X` since UCX
+/// 1.14, `# Version X` before (Debian 12's 1.13.1).
+fn version_of(text: &str) -> String {
+    text.lines()
+        .find_map(|l| {
+            let l = l.trim_start_matches('#').trim();
+            l.strip_prefix("Library version:")
+                .or_else(|| l.strip_prefix("Version "))
+        })
+        .map_or_else(|| "(version unknown)".into(), |v| v.trim().to_string())
 }
 
 /// ferrovia-perf over the vendored UCX.
@@ -330,6 +338,15 @@ fn document(table: &str, secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_is_read_from_old_and_new_ucx_info() {
+        let old = "# Version 1.13.1\n# Git branch '<unknown>', revision 0000000\n";
+        assert_eq!(version_of(old), "1.13.1");
+        let new = "# Library version: 1.22.0\n# Library path: /x\n# API headers version: 1.22.0\n";
+        assert_eq!(version_of(new), "1.22.0");
+        assert_eq!(version_of("nothing here"), "(version unknown)");
+    }
 
     fn record(file: usize, tool: Tool, value: f64) -> (usize, Record) {
         (
