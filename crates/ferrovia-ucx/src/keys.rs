@@ -361,6 +361,7 @@ unsafe impl Registrar for UcxRegistrar {
             dir: self.dir.clone(),
         }))
     }
+
     /// Maps the dma-buf and registers the mapping (`crate::dmabuf`):
     /// host-memory dma-bufs only.
     fn register_dmabuf(

@@ -111,14 +111,7 @@ fn rank_and_size(env: Env<'_>) -> Result<(usize, usize, Launcher), BootstrapErro
 mod tests {
     use super::*;
     use crate::bootstrap::launcher::from_vars;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-        let v: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        move |k| v.iter().find(|(n, _)| n == k).map(|(_, x)| x.clone())
-    }
+    use crate::bootstrap::launcher::tests::env;
 
     #[test]
     fn mpirun_without_a_rendezvous_meets_through_pmix() {

@@ -257,10 +257,12 @@ fn parse_hostfile(path: &str, text: &str) -> Result<(usize, String), BootstrapEr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    /// An environment of these variables, for `from_vars` (shared with
+    /// the engine-variable tests).
+    pub(crate) fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let v: Vec<(String, String)> = pairs
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
