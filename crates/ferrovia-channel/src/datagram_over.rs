@@ -127,6 +127,12 @@ impl DatagramTransport for ChannelDatagrams {
                 "a datagram needs at least one byte".into(),
             ));
         }
+        if data.len() > self.max {
+            return Err(TransportError::DatagramTooLong {
+                len: data.len(),
+                max: self.max,
+            });
+        }
         let mut buf = match self.spare.take() {
             Some(b) => b,
             None => self
@@ -174,13 +180,15 @@ impl DatagramTransport for ChannelDatagrams {
         };
         let buf = plain(buf)?;
         let from = c.peer.map(|p| p as usize);
+        if !c.status.is_success() {
+            // A failed receive's byte_len is undefined: nothing to copy.
+            self.post_receive(buf)?;
+            return Err(self.multi.core().failure(&c));
+        }
         let len = c.byte_len as usize;
         let copied = len.min(out.len()).min(buf.len());
         out[..copied].copy_from_slice(&buf[..copied]);
         self.post_receive(buf)?;
-        if !c.status.is_success() {
-            return Err(self.multi.core().failure(&c));
-        }
         let from = from.ok_or_else(|| {
             TransportError::Config("a pooled receive completed without its sender".into())
         })?;

@@ -231,7 +231,9 @@ impl DatagramTransport for VerbsDatagrams {
             .peers
             .get(peer)
             .ok_or(TransportError::NoSuchPeer { peer, count })?;
-        let max = self.max();
+        // The peer's receive slots bound it too: a longer datagram would
+        // fail there (IBV_WC_LOC_LEN_ERR) while this side saw success.
+        let max = self.max().min(p.addr.max_message as usize);
         if data.len() > max {
             return Err(TransportError::DatagramTooLong {
                 len: data.len(),
@@ -315,14 +317,12 @@ impl DatagramTransport for VerbsDatagrams {
             // Read what arrived, then give the slot back to the device.
             let mut header = [0u8; GRH_BYTES];
             header.copy_from_slice(&self.slots[base..base + GRH_BYTES]);
-            // byte_len counts the header's 40 bytes only when one came
-            // (never subtract what is not there: rust-ibverbs #151).
-            let len = if wc.has_grh() {
-                (wc.byte_len() as usize).saturating_sub(GRH_BYTES)
-            } else {
-                wc.byte_len() as usize
-            }
-            .min(self.max());
+            // On UD byte_len counts the 40 bytes reserved for the header
+            // whether or not one came (the kernel's IPoIB takes them off
+            // always), so the message is what follows them.
+            let len = (wc.byte_len() as usize)
+                .saturating_sub(GRH_BYTES)
+                .min(self.max());
             let copied = len.min(out.len());
             let from = self.sender(&wc, &header);
             if result.is_ok() {

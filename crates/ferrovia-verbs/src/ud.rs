@@ -162,23 +162,50 @@ impl std::fmt::Debug for AddressHandle {
 /// source address (which the device puts in the header's last 20 bytes).
 /// `None` when the completion says there was no header (`has_grh` false:
 /// those bytes are then undefined) or the bytes are neither.
+///
+/// Which of the two it is, as libibverbs decides it: a header whose
+/// version is not 6 is IPv4 if its last 20 bytes say so; one whose
+/// version is 6 is IPv4 only if those bytes are a 20-byte IPv4 header
+/// with a right checksum (the IPv6 header's GID bytes may look like an
+/// IPv4 version by chance, so the version nibble alone would misread
+/// one peer in sixteen).
 pub fn source_gid(header: &[u8; GRH_BYTES], has_grh: bool) -> Option<Gid> {
     if !has_grh {
         return None;
     }
-    if header[20] >> 4 == 4 {
+    let ip4 = &header[20..40];
+    let ipv6 = header[0] >> 4 == 6;
+    let ipv4 = if ipv6 {
+        ip4[0] == 0x45 && ipv4_checksum_holds(ip4)
+    } else {
+        ip4[0] >> 4 == 4
+    };
+    if ipv4 {
         let mut g = [0u8; 16];
         g[10] = 0xff;
         g[11] = 0xff;
-        g[12..].copy_from_slice(&header[32..36]);
+        g[12..].copy_from_slice(&ip4[12..16]);
         return Some(Gid(g));
     }
-    if header[0] >> 4 == 6 {
+    if ipv6 {
         let mut g = [0u8; 16];
         g.copy_from_slice(&header[8..24]);
         return Some(Gid(g));
     }
     None
+}
+
+/// Whether a 20-byte IPv4 header's checksum is right: its ones'
+/// complement sum over 16-bit words, the checksum included, is 0xffff.
+fn ipv4_checksum_holds(h: &[u8]) -> bool {
+    let mut sum: u32 = h
+        .chunks_exact(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
 }
 
 #[cfg(test)]
@@ -203,5 +230,49 @@ mod tests {
         h[8..24].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(source_gid(&h, true).unwrap().0[15], 8);
         assert_eq!(source_gid(&[0u8; GRH_BYTES], true), None);
+    }
+
+    /// An IPv4 header as a device writes it, with its checksum.
+    fn ipv4_header(src: [u8; 4]) -> [u8; 20] {
+        let mut h = [0u8; 20];
+        h[0] = 0x45;
+        h[3] = 60;
+        h[8] = 64;
+        h[9] = 17;
+        h[12..16].copy_from_slice(&src);
+        h[16..20].copy_from_slice(&[192, 168, 77, 2]);
+        let mut sum: u32 = h
+            .chunks_exact(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn an_ipv6_source_whose_gid_looks_like_ipv4_is_still_ipv6() {
+        // GID byte 12 lands on header byte 20: 0x4_ there is an IPv4
+        // version nibble by chance, and the checksum says it is not one.
+        let gid = [
+            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xff, 0x45, 0x33, 0x44, 0x55,
+        ];
+        let mut h = [0u8; GRH_BYTES];
+        h[0] = 0x60;
+        h[8..24].copy_from_slice(&gid);
+        assert_eq!(source_gid(&h, true), Some(Gid(gid)));
+    }
+
+    #[test]
+    fn an_ipv4_header_is_believed_over_stale_ipv6_bytes_when_its_checksum_holds() {
+        let mut h = [0u8; GRH_BYTES];
+        h[0] = 0x60; // left in the slot by an earlier IPv6 datagram
+        h[20..].copy_from_slice(&ipv4_header([10, 0, 0, 7]));
+        let g = source_gid(&h, true).unwrap();
+        assert!(g.is_ipv4_mapped());
+        assert_eq!(&g.0[12..], &[10, 0, 0, 7]);
+        assert!(ipv4_checksum_holds(&h[20..]));
     }
 }
