@@ -57,7 +57,9 @@ mod send;
 pub(crate) mod token;
 
 pub(crate) use driver::EngineDriver;
-pub(crate) use progress::{Cmd, EngineCell, Shared, spawn, take_left, with_engine};
+pub(crate) use progress::{
+    Cmd, EngineCell, Shared, spawn, take_left, with_engine, with_engine_unturned,
+};
 use token::{
     CLOSE, CONTROL_TOKEN, CTRL, EP_ERROR, FLUSH, GOODBYE_FLUSH, NOTIFY, PART, RECV, REVOKE_FLUSH,
     split,

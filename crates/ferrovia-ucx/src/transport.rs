@@ -241,8 +241,9 @@ unsafe impl Transport for UcxTransport {
         if let ([op], [slot, ..]) = (ops, &mut *out)
             && self.shared.alive.load(Relaxed)
             && !local_addr::rebased(op.sges())
-            && let Some(Some(n)) =
-                engine::with_engine(&self.engine, &self.shared, |e| e.lane_one(peer, op, slot))
+            && let Some(Some(n)) = engine::with_engine_unturned(&self.engine, &self.shared, |e| {
+                e.lane_one(peer, op, slot)
+            })
         {
             return Ok(n);
         }

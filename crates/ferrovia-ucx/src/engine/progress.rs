@@ -182,13 +182,36 @@ pub(crate) fn with_engine<R>(
     shared: &Shared,
     f: impl FnOnce(&mut Engine) -> R,
 ) -> Option<R> {
+    run_on_engine(engine, shared, true, f)
+}
+
+/// [`with_engine`] for work that does not progress the worker (the
+/// direct lane's copies and CPU atomics): it leaves the progress thread
+/// be, which a thread posting such ops without polling would otherwise
+/// keep standing back while messages and revocations wait.
+pub(crate) fn with_engine_unturned<R>(
+    engine: &EngineCell,
+    shared: &Shared,
+    f: impl FnOnce(&mut Engine) -> R,
+) -> Option<R> {
+    run_on_engine(engine, shared, false, f)
+}
+
+fn run_on_engine<R>(
+    engine: &EngineCell,
+    shared: &Shared,
+    turns: bool,
+    f: impl FnOnce(&mut Engine) -> R,
+) -> Option<R> {
     let mut e = engine.try_lock()?;
     if e.is_shut_down() {
         return None;
     }
-    // A plain store (no read-modify-write on the polling path); only
-    // whether it happened matters.
-    shared.user_turned.store(true, Relaxed);
+    if turns {
+        // A plain store (no read-modify-write on the polling path); only
+        // whether it happened matters.
+        shared.user_turned.store(true, Relaxed);
+    }
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut e))) {
         Ok(r) => Some(r),
         Err(_) => {
