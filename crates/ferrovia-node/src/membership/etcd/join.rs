@@ -95,6 +95,9 @@ impl Joining {
             }
             .into());
         }
+        // Any client of the store may have written the record: its token
+        // must be one a knock can carry.
+        token::check("the job token in the store", &job.token)?;
         if job.world_size as usize != n {
             return Err(mismatch("world size", n, job.world_size));
         }
@@ -232,7 +235,7 @@ impl Joining {
                 let ready = if replacement && r != rank {
                     m.state == MemberState::Running
                 } else {
-                    m.state >= MemberState::Published
+                    matches!(m.state, MemberState::Published | MemberState::Running)
                 };
                 if r < n && ready {
                     inc[r] = kv.create_revision() as u64;

@@ -227,13 +227,34 @@ impl Store {
     }
 }
 
-/// The rank a key `.../NAME/000012` names (its last path part).
+/// The rank a key `.../NAME/000012` names (its last path part, written
+/// by [`rank_key`]): any client of the store may put keys, and `+1` or
+/// `1` must not count as rank 1.
 pub(super) fn rank_of(kv: &KeyValue) -> Option<usize> {
-    let key = std::str::from_utf8(kv.key()).ok()?;
-    key.rsplit('/').next()?.parse().ok()
+    rank_in(std::str::from_utf8(kv.key()).ok()?)
+}
+
+fn rank_in(key: &str) -> Option<usize> {
+    let part = key.rsplit('/').next()?;
+    let rank = part.parse().ok()?;
+    (rank_key(rank) == part).then_some(rank)
 }
 
 /// A rank as a key part (fixed width, so keys sort by rank).
 pub(super) fn rank_key(rank: usize) -> String {
     format!("{rank:06}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_key_this_code_writes_names_a_rank() {
+        assert_eq!(rank_in("ferrovia/job/members/000012"), Some(12));
+        assert_eq!(rank_in(&format!("x/{}", rank_key(3))), Some(3));
+        for stray in ["x/+1", "x/1", "x/0000001", "x/00001a", "x/", "x/-00001"] {
+            assert_eq!(rank_in(stray), None, "{stray}");
+        }
+    }
 }
