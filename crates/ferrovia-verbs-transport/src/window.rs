@@ -30,10 +30,15 @@ use crate::transport::VerbsTransport;
 pub struct Window<'a> {
     // Field order: the window is deallocated before the registration it
     // covers can go.
-    mw: MemoryWindow,
+    /// `None` once deallocated (which revokes it wherever it was bound).
+    mw: Option<MemoryWindow>,
     peer: usize,
     /// The queue pair it was bound on (a renewed connection has another).
     qp_num: u32,
+    /// The protection domain of the transport it was bound through: a
+    /// window handed to another transport's `invalidate_window` is not
+    /// one of its windows.
+    pd: usize,
     remote: Option<RemoteMemoryRegion>,
     _reg: Registration<'a>,
 }
@@ -127,9 +132,10 @@ impl VerbsWindows for MultiChannel {
         mw.record_rkey(rkey);
         let remote = RemoteMemoryRegion::new(view.rdma_addr as u64, len, rkey)?.restrict(rights);
         Ok(Window {
-            mw,
+            mw: Some(mw),
             peer,
             qp_num,
+            pd: t.pd().as_raw() as usize,
             remote: Some(remote),
             _reg: reg.clone(),
         })
@@ -140,18 +146,25 @@ impl VerbsWindows for MultiChannel {
             return Ok(());
         }
         let t = self.verbs()?;
-        // A window is reachable only through the queue pair it was bound
-        // on: once the peer's connection was renewed, that one is in the
-        // error state for good, and the window unreachable already.
-        if t.qp(window.peer)?.qp_num() == window.qp_num {
-            let rkey = window.mw.rkey();
-            run(
-                self,
-                t,
-                window.peer,
-                |id| SendWr::local_invalidate(id, rkey),
-                timeout,
-            )?;
+        // Invalidated through the queue pair it was bound on, if that is
+        // still this transport's QP for the peer. Otherwise (the
+        // connection was renewed, and a new QP may even have the old
+        // number; or the window is another transport's) it is deallocated,
+        // which revokes it wherever it was bound.
+        let ours = window.pd == t.pd().as_raw() as usize
+            && t.qp(window.peer)?.qp_num() == window.qp_num;
+        match &window.mw {
+            Some(mw) if ours => {
+                let rkey = mw.rkey();
+                run(
+                    self,
+                    t,
+                    window.peer,
+                    |id| SendWr::local_invalidate(id, rkey),
+                    timeout,
+                )?;
+            }
+            _ => drop(window.mw.take()),
         }
         window.remote = None;
         Ok(())
