@@ -151,8 +151,8 @@ impl VerbsWindows for MultiChannel {
         // connection was renewed, and a new QP may even have the old
         // number; or the window is another transport's) it is deallocated,
         // which revokes it wherever it was bound.
-        let ours = window.pd == t.pd().as_raw() as usize
-            && t.qp(window.peer)?.qp_num() == window.qp_num;
+        let ours =
+            window.pd == t.pd().as_raw() as usize && t.qp(window.peer)?.qp_num() == window.qp_num;
         match &window.mw {
             Some(mw) if ours => {
                 let rkey = mw.rkey();

@@ -154,11 +154,12 @@ impl Membership {
                 let k = Known {
                     incarnation: kv.create_revision() as u64,
                     state: m.state,
-                    told: true,
+                    told: false,
                 };
                 table.insert(r, k);
             }
         }
+        catch_up(&mut table, &j.incarnations, j.rank, &j.health);
         let table = Arc::new(Mutex::new(table));
         let from = got.header().map_or(0, |h| h.revision()) + 1;
         store.rt.spawn(watch(
@@ -367,6 +368,39 @@ async fn watch(
     }
 }
 
+/// Tells what changed between the exchange (`connected[r]`: the member
+/// of rank `r` this node connected to, 0 for none) and the first read of
+/// the members: a member replaced or gone meanwhile left, and its
+/// successor joined (so the node admits it); the members it connected to
+/// need no telling.
+fn catch_up(table: &mut BTreeMap<usize, Known>, connected: &[u64], me: usize, health: &Health) {
+    for (r, &was) in connected.iter().enumerate() {
+        let still = table.get(&r).is_some_and(|k| k.incarnation == was);
+        if r != me && was != 0 && !still {
+            let gone = Known {
+                incarnation: was,
+                state: MemberState::Running,
+                told: true,
+            };
+            left(r, gone, health);
+        }
+    }
+    for (&r, k) in table.iter_mut() {
+        k.told = r == me || connected.get(r) == Some(&k.incarnation);
+        if !k.told && matches!(k.state, MemberState::Published | MemberState::Running) {
+            k.told = true;
+            tracing::info!(
+                "store: rank {r} joined (incarnation {}) while this one connected",
+                k.incarnation
+            );
+            let _ = health.tx.send(MemberEvent::Joined {
+                rank: r,
+                incarnation: k.incarnation,
+            });
+        }
+    }
+}
+
 /// One change of a member key.
 fn apply(kv: &KeyValue, put: bool, (me, mine): (usize, u64), table: &Table, health: &Health) {
     let Some(rank) = rank_of(kv) else { return };
@@ -454,5 +488,51 @@ fn resync(kvs: &[KeyValue], (me, mine): (usize, u64), table: &Table, health: &He
     }
     for kv in kvs {
         apply(kv, true, (me, mine), table, health);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(incarnation: u64, state: MemberState) -> Known {
+        Known {
+            incarnation,
+            state,
+            told: false,
+        }
+    }
+
+    #[test]
+    fn a_rank_replaced_while_this_one_connected_is_told_as_left_and_joined() {
+        let health = Health::new();
+        // Connected to rank 1 as member 11 and rank 2 as member 12; by the
+        // first read rank 2 is member 20, and rank 3 (member 13) is gone.
+        let mut table = BTreeMap::from([
+            (0, known(10, MemberState::Running)),
+            (1, known(11, MemberState::Running)),
+            (2, known(20, MemberState::Published)),
+        ]);
+        catch_up(&mut table, &[10, 11, 12, 13], 0, &health);
+        let events: Vec<MemberEvent> = health.rx.try_iter().collect();
+        let left: Vec<(usize, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                MemberEvent::Left {
+                    rank, incarnation, ..
+                } => Some((*rank, *incarnation)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(left, [(2, 12), (3, 13)]);
+        let joined: Vec<(usize, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                MemberEvent::Joined { rank, incarnation } => Some((*rank, *incarnation)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(joined, [(2, 20)]);
+        assert!(table.values().all(|k| k.told));
     }
 }
