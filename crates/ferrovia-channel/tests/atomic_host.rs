@@ -133,12 +133,14 @@ fn atomics_on_shared_memory_that_starts_unaligned_need_an_aligned_word() {
     // SAFETY: u8 has no alignment or validity requirements; same memory,
     // same exclusive borrow.
     let bytes = unsafe { std::slice::from_raw_parts_mut(backing.as_mut_ptr().cast::<u8>(), 32) };
-    let words = registry
-        .register_slice(
+    // SAFETY: the registration is dropped in this test, never leaked.
+    let words = unsafe {
+        registry.register_shared_slice(
             &mut bytes[3..27],
             RegisterOptions::local().allow_remote_atomic(),
         )
-        .unwrap();
+    }
+    .unwrap();
     let remote = words.registration().remote().unwrap();
     let mut result = registry
         .register_buffer(vec![0u8; 8], RegisterOptions::local())

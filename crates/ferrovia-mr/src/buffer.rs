@@ -43,7 +43,8 @@ pub type RegisteredSlice<'a, A = Local> = RegisteredMemory<'a, A>;
 /// Owned memory peers may write ([`Shared`]).
 pub type SharedBuffer = RegisteredMemory<'static, Shared>;
 
-/// Borrowed memory peers may write ([`Shared`]).
+/// Borrowed memory peers may write ([`Shared`]), from the `unsafe`
+/// [`MrRegistry::register_shared_slice`](crate::MrRegistry::register_shared_slice).
 pub type SharedSlice<'a> = RegisteredMemory<'a, Shared>;
 
 // SAFETY: it is the unique accessor of its bytes (like `&'a mut [u8]`) for

@@ -5,8 +5,8 @@
 //! registering per buffer costs tens of microseconds and pins memory.
 //!
 //! - [`MrRegistry`]: register a segment once ([`register_buffer`] for owned
-//!   memory, [`register_slice`] for borrowed, [`register_raw`] behind
-//!   `unsafe`), look up a [`MemoryRegionView`] for any sub-range by virtual
+//!   memory, [`register_slice`] for borrowed local memory,
+//!   [`register_shared_slice`] and [`register_raw`] behind `unsafe`), look up a [`MemoryRegionView`] for any sub-range by virtual
 //!   address, with the tightest covering registration chosen when several
 //!   overlap. Registrations are reference-counted ([`Registration`]
 //!   handles) and deregistered when the last handle drops; a view is never
@@ -115,6 +115,7 @@
 //!
 //! [`register_buffer`]: MrRegistry::register_buffer
 //! [`register_slice`]: MrRegistry::register_slice
+//! [`register_shared_slice`]: MrRegistry::register_shared_slice
 //! [`register_raw`]: MrRegistry::register_raw
 
 mod access;

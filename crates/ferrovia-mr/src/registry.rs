@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use ferrovia_types::AccessFlags;
 
 use crate::access::{Access, Local, Shared};
-use crate::buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice};
+use crate::buffer::{RegisteredBuffer, RegisteredMemory, RegisteredSlice, SharedSlice};
 use crate::error::{IntoLocalError, MrError, checked_end};
 use crate::options::{Addressing, RegisterOptions};
 use crate::registrar::Registrar;
@@ -127,11 +127,56 @@ impl MrRegistry {
         Ok(unsafe { RegisteredMemory::new(reg, ptr, len) })
     }
 
-    /// Registers borrowed memory for `'a`; the returned slice gives the
-    /// bytes back and deregisters when its last registration handle drops.
-    /// [`Shared`] memory may start anywhere and have any length (see
-    /// [`MrRegistry::register_buffer`]).
-    pub fn register_slice<'a, A: Access>(
+    /// Registers borrowed memory for `'a`, [`Local`]: the returned slice
+    /// gives the bytes back and deregisters when its last registration
+    /// handle drops.
+    ///
+    /// Borrowed memory peers may write or run atomics on is
+    /// [`MrRegistry::register_shared_slice`], which is `unsafe`: a leaked
+    /// handle (`mem::forget`) ends the borrow without deregistering, and a
+    /// peer could then write freed memory. Local memory is written only by
+    /// this process's own requests, which a scope waits for. (A leaked
+    /// handle of memory registered with [`RegisterOptions::allow_remote_read`]
+    /// still lets peers read what later lives there: leak none.)
+    pub fn register_slice<'a>(
+        &self,
+        buf: &'a mut [u8],
+        opts: RegisterOptions<Local>,
+    ) -> Result<RegisteredSlice<'a, Local>, MrError> {
+        // SAFETY: Local memory grants peers no write or atomics, so a
+        // handle that outlives the borrow (leaked) lets no peer write it.
+        unsafe { self.register_borrowed(buf, opts) }
+    }
+
+    /// Registers borrowed memory for `'a` that peers may write or run
+    /// atomics on ([`Shared`]; it may start anywhere and have any length,
+    /// see [`MrRegistry::register_buffer`]). Owned memory
+    /// ([`MrRegistry::alloc`], [`MrRegistry::register_buffer`]) needs none
+    /// of this.
+    ///
+    /// # Safety
+    /// Neither the returned slice nor any clone of its [`Registration`]
+    /// may be leaked (`mem::forget`, a reference cycle, a leaked box): the
+    /// borrow ends when a handle is forgotten, yet the memory stays
+    /// registered, so peers holding its descriptor could write it after
+    /// it was freed or reused. Dropping every handle (the normal end of a
+    /// scope, or a panic unwinding through it) is what the registry needs.
+    pub unsafe fn register_shared_slice<'a>(
+        &self,
+        buf: &'a mut [u8],
+        opts: RegisterOptions<Shared>,
+    ) -> Result<SharedSlice<'a>, MrError> {
+        // SAFETY: the caller leaks no handle, so every handle drops (and
+        // the last deregisters) before the borrow ends.
+        unsafe { self.register_borrowed(buf, opts) }
+    }
+
+    /// Both kinds of borrowed registration.
+    ///
+    /// # Safety
+    /// For [`Shared`] memory, no handle may be leaked (see
+    /// [`MrRegistry::register_shared_slice`]).
+    unsafe fn register_borrowed<'a, A: Access>(
         &self,
         buf: &'a mut [u8],
         opts: RegisterOptions<A>,
@@ -139,7 +184,8 @@ impl MrRegistry {
         let (ptr, len) = (buf.as_mut_ptr(), buf.len());
         // SAFETY: the memory is exclusively borrowed for 'a, and the
         // Registration<'a> handles (the only things keeping the MR alive)
-        // cannot outlive 'a.
+        // cannot outlive 'a unless leaked, which the caller rules out
+        // where it matters.
         let reg = unsafe { self.insert(ptr, len, &opts, None) }?;
         // SAFETY: exclusive borrow for 'a, handed to the wrapper; access
         // as in register_buffer, atomics reach exactly the borrow.

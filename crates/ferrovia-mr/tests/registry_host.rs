@@ -282,7 +282,8 @@ fn shared_registrations_start_anywhere_and_word_accessors_need_aligned_words() {
     // refused (`Misaligned`, naming the start even when only the length
     // was the problem).
     {
-        let odd = reg.register_slice(&mut bytes[1..18], opts).unwrap();
+        // SAFETY: the registration is dropped in this test, never leaked.
+        let odd = unsafe { reg.register_shared_slice(&mut bytes[1..18], opts) }.unwrap();
         assert_eq!(odd.to_vec(), (1..18).collect::<Vec<u8>>());
         assert!(matches!(
             odd.as_atomic_u64s(),
@@ -310,7 +311,8 @@ fn shared_registrations_start_anywhere_and_word_accessors_need_aligned_words() {
     assert_eq!(&bytes[..], &expected[..], "neighbours untouched");
     // An aligned start with a partial last word: the whole words, and the
     // tail bytes by copies only.
-    let tail = reg.register_slice(&mut bytes[8..20], opts).unwrap();
+    // SAFETY: the registration is dropped in this test, never leaked.
+    let tail = unsafe { reg.register_shared_slice(&mut bytes[8..20], opts) }.unwrap();
     assert_eq!(tail.as_atomic_u64s().unwrap().len(), 1);
     assert!(matches!(tail.load_u64(8), Err(MrError::OutOfRange { .. })));
     assert_eq!(tail.to_vec(), &expected[8..20]);

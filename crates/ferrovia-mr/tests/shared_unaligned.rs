@@ -96,12 +96,14 @@ fn every_offset_and_length(shift: usize, len: usize) {
     let bytes = bytes_of(&mut backing);
     let start = pattern(len, len as u8);
     bytes[shift..shift + len].copy_from_slice(&start);
-    let buf = reg
-        .register_slice(
+    // SAFETY: the registration is dropped in this test, never leaked.
+    let buf = unsafe {
+        reg.register_shared_slice(
             &mut bytes[shift..shift + len],
             RegisterOptions::local().allow_remote_write(),
         )
-        .unwrap();
+    }
+    .unwrap();
     assert_eq!(buf.addr() % 8, shift % 8);
     let mut model = start;
     assert_eq!(buf.to_vec(), model);
@@ -230,12 +232,14 @@ fn racing_copies_see_only_written_bytes() {
     let reg = registry();
     let mut backing = vec![0u64; 8];
     let bytes = bytes_of(&mut backing);
-    let buf = reg
-        .register_slice(
+    // SAFETY: the registration is dropped in this test, never leaked.
+    let buf = unsafe {
+        reg.register_shared_slice(
             &mut bytes[3..48],
             RegisterOptions::local().allow_remote_write(),
         )
-        .unwrap();
+    }
+    .unwrap();
     let rounds = if cfg!(miri) { 20 } else { 2000 };
     std::thread::scope(|s| {
         for (v, at) in [(0x11u8, 0), (0x22, 2)] {

@@ -147,7 +147,9 @@ fn nothing_lands_after_a_revocation_is_acknowledged_while_a_peer_hammers() {
         // memory stays, to be looked at afterwards.
         let mut memory = b.registry().alloc(LEN, RegisterOptions::local()).unwrap();
         let word: *const AtomicU64 = memory.as_mut_ptr().cast();
-        let exposed = b.registry().register_slice(&mut memory, exposed()).unwrap();
+        // SAFETY: the registration is dropped in this test, never leaked.
+        let exposed =
+            unsafe { b.registry().register_shared_slice(&mut memory, exposed()) }.unwrap();
         let remote = exposed.registration().remote().unwrap();
         let started = AtomicBool::new(false);
         let (outcome, settled, after) = std::thread::scope(|sc| {

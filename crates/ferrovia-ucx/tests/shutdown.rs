@@ -90,7 +90,8 @@ fn a_key_is_revoked_when_its_transport_shuts_down(tls: &str) {
     let stale = buf(&a, &[0x55; 64], RegisterOptions::local());
     let mut memory = vec![0u8; 64];
     {
-        let exposed = b.registry().register_slice(&mut memory, rw()).unwrap();
+        // SAFETY: the registration is dropped in this test, never leaked.
+        let exposed = unsafe { b.registry().register_shared_slice(&mut memory, rw()) }.unwrap();
         let remote = exposed.registration().remote().unwrap();
         assert_eq!(write(&mut a, &live, remote), Ok(()));
         drop((b, t_b));

@@ -406,7 +406,8 @@ fn stale_accesses_fail_as_soon_as_the_owner_drops_the_key(tls: &str) {
     for round in 0..50u8 {
         let mut memory = vec![round; 64];
         {
-            let exposed = reg_b.register_slice(&mut memory, rw()).unwrap();
+            // SAFETY: the registration is dropped in this test, never leaked.
+            let exposed = unsafe { reg_b.register_shared_slice(&mut memory, rw()) }.unwrap();
             let remote = exposed.registration().remote().unwrap();
             let mut a = channel();
             assert_eq!(write(&mut a, &live, remote), Ok(()), "round {round}");

@@ -299,9 +299,8 @@ fn stale_write(node: &mut Node) -> Result<(), NodeError> {
     let opts = RegisterOptions::local()
         .allow_remote_write()
         .allow_remote_read();
-    let mut memory = vec![0u8; SLOT];
-    let exposed = match me {
-        1 => Some(node.registry().register_slice(&mut memory, opts)?),
+    let mut exposed = match me {
+        1 => Some(node.registry().alloc(SLOT, opts)?),
         _ => None,
     };
     let placeholder = node.registry().alloc(SLOT, opts)?;
@@ -335,7 +334,13 @@ fn stale_write(node: &mut Node) -> Result<(), NodeError> {
         }
         node.barrier(&[0, 1], WAIT)?; // the live write landed
     }
-    drop(exposed); // rank 1 deregisters
+    // Rank 1 deregisters: the bytes stay, local, to be looked at.
+    let kept = match exposed.take() {
+        Some(e) => Some(e.into_local(RegisterOptions::local()).map_err(|e| {
+            NodeError::Transport(ferrovia_channel::TransportError::Config(e.to_string()))
+        })?),
+        None => None,
+    };
     if me < 2 {
         node.barrier(&[0, 1], WAIT)?; // the registration is gone
     }
@@ -360,6 +365,7 @@ fn stale_write(node: &mut Node) -> Result<(), NodeError> {
         }
         1 => {
             node.barrier(&[1, 2], WAIT)?;
+            let memory = kept.as_ref().map(|k| k.to_vec()).unwrap_or_default();
             let changed = memory.iter().filter(|&&b| b != 0xee).count();
             if changed > 0 {
                 return Err(NodeError::Transport(
