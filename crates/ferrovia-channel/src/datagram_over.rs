@@ -142,7 +142,7 @@ impl DatagramTransport for ChannelDatagrams {
         };
         buf[..data.len()].copy_from_slice(data);
         let t = self.post(OwnedOp::send(peer, OwnedBuf::Plain(buf), 0..data.len()))?;
-        match self.wait(t, Instant::now() + timeout)? {
+        match self.wait(t, ferrovia_types::deadline_after(timeout))? {
             Ok((c, buf)) => {
                 self.spare = Some(plain(buf)?);
                 if c.status.is_success() {
@@ -171,7 +171,7 @@ impl DatagramTransport for ChannelDatagrams {
         let Some(t) = self.posted.pop_front() else {
             return Err(TransportError::Config("no receive is posted".into()));
         };
-        let (c, buf) = match self.wait(t, Instant::now() + timeout)? {
+        let (c, buf) = match self.wait(t, ferrovia_types::deadline_after(timeout))? {
             Ok(done) => done,
             Err(t) => {
                 self.posted.push_front(t);

@@ -161,7 +161,7 @@ unsafe impl Transport for Rails {
         if let [only] = &self.rails[..] {
             return only.wait(out, timeout);
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         loop {
             let n = self.poll_all(out)?;
             if n > 0 {

@@ -130,7 +130,9 @@ impl ControlPath {
         connect: impl FnOnce(&mut S, Vec<u8>) -> Result<(), NodeError>,
     ) -> Result<(), NodeError> {
         let started = Instant::now();
-        let deadline = started + timeout;
+        let deadline = started
+            .checked_add(timeout)
+            .unwrap_or_else(|| ferrovia_types::deadline_after(timeout));
         let generation = self.generation(link, peer);
         let _span = tracing::info_span!("reconnect", rank = me, link, peer, generation).entered();
         tracing::info!("reconnecting");

@@ -6,7 +6,7 @@
 //! with the smallest limit of all, so a message one rank may send every
 //! rank may receive.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrovia_channel::{ChannelDatagrams, Datagrams, MultiChannel};
 use serde::{Deserialize, Serialize};
@@ -111,7 +111,7 @@ impl Node {
         cfg: DatagramConfig,
         timeout: Duration,
     ) -> Result<Datagrams, NodeError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let n = self.world_size;
         let opened = Side::open(self, &cfg);
         let blob = match &opened {

@@ -181,7 +181,7 @@ impl Node {
         spec: RailSpec,
         timeout: Duration,
     ) -> Result<Rail, NodeError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let link = id.checked_add(1).ok_or(RailError::InvalidId { id })?;
         let (me, n) = (self.rank, self.world_size);
         let (side, blobs) = blobs_for(id, Side::open(self, id, &spec), n);

@@ -74,7 +74,10 @@ impl Client {
             }
             return Err(call_error(self.lib, "PMIx_Fence_nb", status));
         }
-        let deadline = Instant::now() + timeout;
+        // A timeout too large for an Instant (Duration::MAX) waits a century.
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         let mut got = done.status.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(status) = *got {

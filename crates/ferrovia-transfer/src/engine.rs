@@ -446,7 +446,7 @@ impl TransferEngine {
 
     /// The next notification from any peer, waiting up to `timeout`.
     pub fn wait_notification(&self, timeout: Duration) -> Result<Notification, TransferError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let mut nap = Duration::from_micros(1);
         loop {
             if let Some(n) = self.try_notification()? {

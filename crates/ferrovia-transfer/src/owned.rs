@@ -85,7 +85,7 @@ impl<'e> OwnedBatch<'e> {
                 });
             }
         };
-        let deadline = Instant::now() + eng.timeout;
+        let deadline = ferrovia_types::deadline_after(eng.timeout);
         let mut poster = OwnedPoster {
             core,
             prepared: &prepared,
@@ -119,7 +119,7 @@ impl<'e> OwnedBatch<'e> {
             self.state,
             &self.prepared,
             &mut poster,
-            Instant::now() + timeout,
+            ferrovia_types::deadline_after(timeout),
         )
     }
 

@@ -4,7 +4,7 @@
 //! given back early.
 
 use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrovia_channel::engine::ChannelCore;
 use ferrovia_channel::transport::OpKind;
@@ -54,7 +54,7 @@ impl<'s, 'scope, 'env> TransferScope<'s, 'scope, 'env> {
             self.eng,
             prepared,
             &mut poster,
-            Instant::now() + self.eng.timeout,
+            ferrovia_types::deadline_after(self.eng.timeout),
         );
         Ok(ScopedBatch {
             scope: self,
@@ -133,7 +133,7 @@ impl ScopedBatch<'_, '_, '_, '_> {
             self.scope.eng,
             self.prepared,
             &mut poster,
-            Instant::now() + timeout,
+            ferrovia_types::deadline_after(timeout),
         );
         if !matches!(r, Err(TransferError::Timeout { .. })) {
             self.flight = None;

@@ -16,12 +16,14 @@
 //!   says, on every transport.
 //! - [`CompletionError`]: a request that completed with an error status.
 //! - [`page_size`].
+//! - [`deadline_after`]: a wait's deadline, for any timeout.
 //! - [`RawSockAddr`]: a socket address in C's `sockaddr_storage` form,
 //!   for the connection layers of both backends.
 #![deny(unsafe_code)] // audited exceptions: `page` (sysconf), `sock_addr` (C layouts)
 
 mod access;
 mod completion_error;
+mod deadline;
 mod opcode;
 mod page;
 mod sge;
@@ -30,6 +32,7 @@ mod wc_status;
 
 pub use access::AccessFlags;
 pub use completion_error::CompletionError;
+pub use deadline::deadline_after;
 pub use opcode::WcOpcode;
 pub use page::page_size;
 pub use sge::Sge;

@@ -72,7 +72,7 @@ impl Revocation {
     pub(crate) fn new(key: u32, peers: Vec<usize>, timeout: Duration) -> Revocation {
         Revocation {
             key,
-            deadline: Instant::now() + timeout,
+            deadline: ferrovia_types::deadline_after(timeout),
             pending: Mutex::new(peers),
             settled: Condvar::new(),
         }

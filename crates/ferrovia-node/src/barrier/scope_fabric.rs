@@ -65,7 +65,7 @@ impl<'s, 'scope, 'env, M: Member> ScopeFabric<'s, 'scope, 'env, M> {
     /// looks sound) held the scope's drain to its 10 s deadline on verbs,
     /// where such writes retry for longer than that.
     pub(super) fn settle(&mut self, within: Duration) {
-        let until = Instant::now() + within;
+        let until = ferrovia_types::deadline_after(within);
         loop {
             let _ = self.s.progress();
             for list in [&mut self.writes, &mut self.best_effort] {

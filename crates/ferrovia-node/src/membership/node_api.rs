@@ -31,7 +31,7 @@ impl Node {
     /// control port in turn (each survivor admits this rank meanwhile,
     /// answering only it), then marks this member running.
     pub(crate) fn rejoin(&mut self, timeout: Duration) -> Result<(), NodeError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         for peer in (0..self.world_size).filter(|&p| p != self.rank) {
             let left = deadline.saturating_duration_since(Instant::now());
             let mut side = (&mut self.multi, &self.renewer);

@@ -91,7 +91,7 @@ impl CmConnector {
 
     /// Resolves the address and the route to it, within `timeout`.
     pub fn resolve(self, timeout: Duration) -> CmResult<CmResolved> {
-        self.resolve_until(Instant::now() + timeout)
+        self.resolve_until(ferrovia_types::deadline_after(timeout))
     }
 
     fn resolve_until(self, deadline: Instant) -> CmResult<CmResolved> {
@@ -131,7 +131,7 @@ impl CmConnector {
     /// `timeout`.
     pub fn connect(self, private_data: &[u8], timeout: Duration) -> CmResult<CmConnection> {
         check_private_data("rdma_connect", self.addr, private_data)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let resolved = self.resolve_until(deadline)?;
         let resources = resolved.create_resources()?;
         resolved.connect_until(resources, private_data, deadline)
@@ -195,7 +195,11 @@ impl CmResolved {
         private_data: &[u8],
         timeout: Duration,
     ) -> CmResult<CmConnection> {
-        self.connect_until(resources, private_data, Instant::now() + timeout)
+        self.connect_until(
+            resources,
+            private_data,
+            ferrovia_types::deadline_after(timeout),
+        )
     }
 
     fn connect_until(
@@ -219,7 +223,7 @@ impl CmResolved {
         private_data: &[u8],
         timeout: Duration,
     ) -> CmResult<CmLink> {
-        self.connect_qp_until(qp, private_data, Instant::now() + timeout)
+        self.connect_qp_until(qp, private_data, ferrovia_types::deadline_after(timeout))
     }
 
     fn connect_qp_until(

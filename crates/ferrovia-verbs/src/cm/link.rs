@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cm::error::{CmError, CmResult};
 use crate::cm::event::{CmEvent, CmEventType};
@@ -111,7 +111,7 @@ impl CmLink {
 
     /// Waits up to `timeout` for the next event.
     pub fn wait_event(&self, timeout: Duration) -> CmResult<CmEvent> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let ev = self
             .id
             .channel()
@@ -124,7 +124,7 @@ impl CmLink {
     /// Waits up to `timeout` until the peer has disconnected; other events
     /// on the way are skipped. Returns at once if that was already seen.
     pub fn wait_disconnected(&self, timeout: Duration) -> CmResult<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         while !self.is_disconnected() {
             let ev = self
                 .id

@@ -144,7 +144,7 @@ impl CmListener {
 
     /// Waits up to `timeout` for the next connection request.
     pub fn accept(&self, timeout: Duration) -> CmResult<CmIncoming> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         loop {
             let raw = self.id.channel().next(
                 deadline,
@@ -320,7 +320,7 @@ impl CmIncoming {
         private_data: &[u8],
         timeout: Duration,
     ) -> CmResult<CmLink> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         check_private_data("rdma_accept", self.peer, private_data)?;
         check_device(&self.id, qp, self.peer)?;
         let result = match self.answer(qp, private_data, deadline) {

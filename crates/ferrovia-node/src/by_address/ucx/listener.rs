@@ -176,7 +176,7 @@ impl UcxSide {
                 stream,
                 peer,
                 reader: FrameReader::default(),
-                until: Instant::now() + self.limits.handshake_timeout,
+                until: ferrovia_types::deadline_after(self.limits.handshake_timeout),
             });
         }
     }
@@ -298,7 +298,7 @@ impl UcxIncoming {
                 reason: "the request was already answered".into(),
             });
         };
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let start = Instant::now();
         // The endpoint exists before the client hears of this side, so
         // whatever it sends first finds it.

@@ -158,7 +158,7 @@ impl VerbsListener {
         &self,
         timeout: Duration,
     ) -> Result<(SocketAddr, Vec<u8>, VerbsIncoming), ConnectError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let request = self

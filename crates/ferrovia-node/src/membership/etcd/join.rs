@@ -47,7 +47,7 @@ impl Joining {
         token: Option<&str>,
         timeout: Duration,
     ) -> Result<Joining, NodeError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let store = Store::connect(cfg)?;
         // In whole seconds, as etcd takes it (at least 1).
         let ttl = (cfg.lease_ttl.as_millis().div_ceil(1000) as i64).max(1);

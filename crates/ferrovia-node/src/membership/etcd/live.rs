@@ -261,7 +261,7 @@ impl Membership {
     /// for it to appear.
     pub(crate) fn fetch(&self, name: &str, timeout: Duration) -> Result<Vec<u8>, NodeError> {
         let key = self.store.key(&format!("md/{name}"));
-        let deadline = Instant::now() + timeout;
+        let deadline = ferrovia_types::deadline_after(timeout);
         let found = self.store.wait_until(&key, deadline, |kvs| {
             kvs.iter()
                 .find(|kv| kv.key() == key.as_bytes())

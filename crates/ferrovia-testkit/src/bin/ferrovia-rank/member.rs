@@ -47,7 +47,7 @@ fn wait_for(
     want: impl Fn(&MemberEvent) -> bool,
 ) -> Result<MemberEvent, NodeError> {
     let me = node.rank();
-    let deadline = Instant::now() + timeout;
+    let deadline = ferrovia_types::deadline_after(timeout);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
